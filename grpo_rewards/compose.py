@@ -1,0 +1,128 @@
+"""CompositeReward: a validated spec turned into one callable that scores batches.
+
+Total per sample = sum of weight * value over the scorers that returned a value; a sample no
+scorer could score has total None. A scorer that raises gives None for the samples of that
+batch, is counted, and is logged once with its exception, unless its `on_error` is `raise`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpo_rewards.registry import Registry, get_registry
+from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.spec import RewardSpec, load_spec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Member:
+    alias: str
+    weight: float
+    scorer: Scorer
+    on_error: str
+
+
+@dataclass
+class RewardBatch:
+    """Scores of one batch: weighted totals plus every scorer's `Score`s, by alias."""
+
+    totals: list[float | None]
+    scores: dict[str, list[Score]]
+    errors: dict[str, int] = field(default_factory=dict)  # alias -> samples that got None by an exception
+
+    @property
+    def values(self) -> dict[str, list[float | None]]:
+        return {alias: [s.value for s in scores] for alias, scores in self.scores.items()}
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+    def record(self, i: int, with_info: bool = False) -> dict[str, Any]:
+        """The JSON-ready result of sample `i`: total, per-scorer values (and infos)."""
+        out: dict[str, Any] = {"total": self.totals[i], "scores": {a: s[i].value for a, s in self.scores.items()}}
+        if with_info:
+            out["info"] = {a: s[i].info for a, s in self.scores.items()}
+        return out
+
+
+def as_samples(items: Iterable[Sample | Mapping[str, Any]]) -> list[Sample]:
+    return [it if isinstance(it, Sample) else Sample.from_record(it) for it in items]
+
+
+class CompositeReward:
+    """A weighted sum of scorers built from a `RewardSpec`."""
+
+    def __init__(self, spec: RewardSpec | Mapping[str, Any] | str, registry: Registry | None = None) -> None:
+        registry = registry or get_registry()
+        self.spec = load_spec(spec, registry)
+        self.members = [
+            Member(s.alias, s.weight, registry.scorer(s.scorer)(s.params), s.on_error or self.spec.on_error)
+            for s in self.spec.scorers
+        ]
+        self.error_counts = {m.alias: 0 for m in self.members}
+        self._logged: set[str] = set()
+
+    @property
+    def aliases(self) -> list[str]:
+        return [m.alias for m in self.members]
+
+    @property
+    def weights(self) -> list[float]:
+        return [m.weight for m in self.members]
+
+    def _run_member(self, member: Member, samples: list[Sample], results: dict[str, list[Score]]) -> tuple[list[Score], int]:
+        try:
+            scores = member.scorer.score(samples, results)
+            if len(scores) != len(samples):
+                raise RuntimeError(f"returned {len(scores)} scores for {len(samples)} samples")
+            return [s if isinstance(s, Score) else Score(s) for s in scores], 0
+        except Exception as exc:
+            if member.on_error == "raise":
+                raise
+            if member.alias not in self._logged:
+                self._logged.add(member.alias)
+                log.warning("scorer %r raised; its samples are scored None (logged once per scorer)",
+                            member.alias, exc_info=exc)
+            reason = f"scorer raised {type(exc).__name__}: {exc}"
+            return [Score.unscorable("scorer error", error=reason) for _ in samples], len(samples)
+
+    def score(self, samples: Sequence[Sample | Mapping[str, Any]]) -> RewardBatch:
+        samples = as_samples(samples)
+        results: dict[str, list[Score]] = {}
+        errors: dict[str, int] = {}
+        for member in self.members:
+            results[member.alias], errors[member.alias] = self._run_member(member, samples, results)
+            self.error_counts[member.alias] += errors[member.alias]
+        totals: list[float | None] = []
+        for i in range(len(samples)):
+            parts = [m.weight * results[m.alias][i].value for m in self.members if results[m.alias][i].value is not None]
+            totals.append(sum(parts) if parts else None)
+        return RewardBatch(totals, results, errors)
+
+    __call__ = score
+
+    def as_trl(self) -> tuple[list[Any], list[float]]:
+        """`(reward_funcs, reward_weights)` for TRL's `GRPOTrainer`; see `integrations.trl`."""
+        from grpo_rewards.integrations.trl import trl_reward_functions
+
+        return trl_reward_functions(self)
+
+    def close(self) -> None:
+        for member in self.members:
+            member.scorer.close()
+
+    def __enter__(self) -> CompositeReward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build(spec: RewardSpec | Mapping[str, Any] | str, registry: Registry | None = None) -> CompositeReward:
+    """Validate `spec` (a path, mapping or RewardSpec) and build its reward."""
+    return CompositeReward(spec, registry)

@@ -1,0 +1,95 @@
+"""Answer and code extraction shared by the scorers.
+
+Hand-written scanning rather than one regex where braces nest (`\\boxed{\\frac{1}{2}}`): a
+regex cannot match balanced braces, and a greedy one swallows the rest of the text.
+Every function takes any string and returns None (or []) when there is nothing to extract.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The content of the `{...}` group opening at `text[start]`, or None if unbalanced."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        escaped = i > 0 and text[i - 1] == "\\"  # \{ and \} are literal braces
+        if c == "{" and not escaped:
+            depth += 1
+        elif c == "}" and not escaped:
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i]
+    return None
+
+
+def boxed_all(text: str) -> list[str]:
+    """Contents of every `\\boxed{...}` / `\\fbox{...}` (and the brace-less `\\boxed 5`), in order."""
+    found = []
+    for m in _BOXED.finditer(text):
+        end = m.end()
+        if end < len(text) and text[end] == "{":
+            content = _balanced(text, end)
+            if content is not None:
+                found.append(content)
+        elif m.group(0).endswith((" ", "\t")) or (end < len(text) and text[end].isalnum()):
+            token = re.match(r"[^\s$]+", text[end:])
+            if token:
+                found.append(token.group(0))
+    return found
+
+
+def last_boxed(text: str) -> str | None:
+    found = boxed_all(text)
+    return found[-1] if found else None
+
+
+def tag_block(text: str, tag: str, last: bool = True) -> str | None:
+    """The content of the last (or first) `<tag>...</tag>` block."""
+    blocks = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, flags=re.DOTALL)
+    if not blocks:
+        return None
+    return blocks[-1] if last else blocks[0]
+
+
+def after_think(text: str, close_tag: str = "</think>") -> str | None:
+    """The text after the last closing think tag, or None when the tag is absent."""
+    idx = text.rfind(close_tag)
+    return None if idx < 0 else text[idx + len(close_tag) :]
+
+
+_FENCE = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+#.-]*)[^\n]*\n(?P<body>.*?)(?:\n[ \t]*(?P=fence)|\Z)", re.DOTALL)
+
+
+def fenced_blocks(text: str, language: str | None = None, aliases: tuple[str, ...] = ()) -> list[str]:
+    """Bodies of fenced code blocks; with `language`, only those tagged with it (or an alias,
+    case-insensitive). An unterminated final fence counts: models often stop mid-block."""
+    wanted = {x.lower() for x in (language, *aliases) if x}
+    out = []
+    for m in _FENCE.finditer(text):
+        if not wanted or m.group("lang").lower() in wanted:
+            out.append(m.group("body"))
+    return out
+
+
+_NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])|(?<![\w.])[-−]?\.\d+")
+
+
+def last_number(text: str) -> str | None:
+    """The last number in the text (`1,234`, `-3.5`, `2/3`, `.5`), thousands separators removed."""
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    return found[-1].replace(",", "").replace("−", "-")
+
+
+def strip_emphasis(text: str) -> str:
+    """`**73**` -> `73`, `_x_` -> `x`: markdown emphasis around an answer."""
+    text = text.strip()
+    while len(text) >= 2 and text[0] == text[-1] and text[0] in "*_`":
+        text = text[1:-1].strip()
+    return text

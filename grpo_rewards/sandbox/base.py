@@ -1,0 +1,64 @@
+"""The sandbox backend contract (`grpo_rewards_sandboxes` hook).
+
+A backend runs one untrusted program and reports what happened. It never raises for anything
+the program does; a failure of the backend itself is `status="infra"`, which scorers map to
+`None` (an infrastructure failure must not teach the model that its code was wrong).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+Status = Literal["ok", "error", "timeout", "memory", "output_limit", "infra"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_s: float = 5.0          # wall-clock limit, enforced by killing the process group
+    cpu_s: float | None = None   # RLIMIT_CPU; defaults to wall_s rounded up
+    memory_mb: int = 512         # RLIMIT_AS
+    output_bytes: int = 1 << 20  # stdout and stderr are each cut here (status output_limit)
+    file_size_mb: int = 16       # RLIMIT_FSIZE
+    processes: int = 32          # RLIMIT_NPROC (binds only a non-root uid)
+    open_files: int = 64         # RLIMIT_NOFILE
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    status: Status
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    seconds: float = 0.0
+    detail: str = ""  # why, for infra/memory/timeout
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class Job:
+    code: str
+    stdin: str = ""
+    limits: Limits = field(default_factory=Limits)
+
+
+class SandboxBackend(ABC):
+    """One way of running untrusted code: the local layered sandbox, a remote service, ..."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
+        """Run `code` (a Python program) with `stdin`; never raises for the program's behaviour."""
+
+    def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
+        """Run several jobs; backends with a worker pool override this to run them in parallel."""
+        return [self.run(j.code, j.stdin, j.limits) for j in jobs]
+
+    def close(self) -> None:
+        """Stop worker processes or connections. Safe to call twice."""

@@ -1,0 +1,173 @@
+"""The scorer contract: `Sample` in, `Score` out, a `Scorer` class per reward family.
+
+A scorer is a class with a registry `name`, a pydantic `Params` model and a batch
+`score(samples, results)` method. `Params` is the single source of truth for a scorer's
+options: it validates specs, generates the JSON schema and the docs tables.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+Message = Mapping[str, Any]
+Text = str | Sequence[Message]
+
+
+def message_text(value: Any, role: str | None = "assistant") -> str:
+    """The text of a completion or prompt given as a string or as chat messages.
+
+    For a list of messages, the contents of the messages with `role` are joined (all
+    messages when `role` is None). Content given as a list of typed parts (the multimodal
+    chat format) contributes its text parts. Anything else becomes "" rather than raising,
+    because a scorer must never crash on odd input.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        value = [value]
+    if not isinstance(value, Sequence):
+        return str(value)
+    parts: list[str] = []
+    for message in value:
+        if not isinstance(message, Mapping):
+            continue
+        if role is not None and message.get("role", "assistant") != role:
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, Sequence):
+            parts.extend(
+                p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+            )
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One completion to score.
+
+    `prompt` and `completion` are strings or chat messages; `reference` holds the dataset
+    fields that scorers may need (`answer`, `tests`, a JSON schema, ...).
+    """
+
+    prompt: Text = ""
+    completion: Text = ""
+    reference: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def completion_text(self) -> str:
+        """The assistant text of the completion."""
+        return message_text(self.completion, role="assistant")
+
+    @property
+    def prompt_text(self) -> str:
+        """The whole prompt as text (every message's content, in order)."""
+        return message_text(self.prompt, role=None)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Sample:
+        """A sample from a flat record `{prompt, completion, **reference_fields}`."""
+        reference = {k: v for k, v in record.items() if k not in ("prompt", "completion")}
+        if isinstance(record.get("reference"), Mapping):
+            reference = {**reference, **record["reference"]}
+            reference.pop("reference", None)
+        return cls(record.get("prompt", ""), record.get("completion", ""), reference)
+
+
+@dataclass(slots=True)
+class Score:
+    """A scorer's verdict on one sample.
+
+    `value is None` means "cannot be scored here" (not applicable, unparseable gold,
+    infrastructure failure); it is never a silent 0. `info` says why, for `explain`.
+    """
+
+    value: float | None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def unscorable(cls, reason: str, **info: Any) -> Score:
+        return cls(None, {"reason": reason, **info})
+
+    def __post_init__(self) -> None:
+        if self.value is not None:
+            value = float(self.value)
+            if not math.isfinite(value):
+                self.info = {**self.info, "reason": "non-finite value", "raw_value": repr(value)}
+                value = None
+            self.value = value
+
+
+class NoParams(BaseModel):
+    """A scorer without options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Scorer(ABC):
+    """Base class of every scorer, built-in or from a plugin.
+
+    Subclasses set:
+      name:        registry name (`math_accuracy`); unique across all plugins.
+      Params:      pydantic model of the options (`extra="forbid"`), with a description
+                   on every field; it becomes validation, JSON schema and docs.
+      value_range: (low, high) that every non-None value lies in; documented and fuzz-tested.
+    and implement `score`. The one-line description is the first line of the class docstring.
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]] = NoParams
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+
+    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        if params is None or isinstance(params, Mapping):
+            params = self.Params.model_validate({**(params or {}), **kwargs})
+        elif kwargs:
+            params = params.model_copy(update=kwargs)
+        self.params = params
+
+    @classmethod
+    def description(cls) -> str:
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0].strip() if doc else ""
+
+    @classmethod
+    def dependencies(cls, params: BaseModel) -> list[str]:
+        """Aliases of scorers whose results this one reads, given its params.
+
+        They must come earlier in the same spec; the spec loader checks that before anything runs.
+        """
+        return []
+
+    @abstractmethod
+    def score(
+        self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None
+    ) -> list[Score]:
+        """Score a batch. Returns one `Score` per sample, in order.
+
+        `results` maps the alias of each scorer that ran earlier in the same spec to its
+        scores for this batch, so a scorer can condition on another without recomputing it.
+        """
+
+    def __call__(self, samples: Sequence[Sample] | Sample) -> list[Score] | Score:
+        if isinstance(samples, Sample):
+            return self.score([samples])[0]
+        return self.score(list(samples))
+
+    def close(self) -> None:
+        """Release worker processes or other resources. Safe to call twice."""
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,264 @@
+"""Reward specs: which scorers, with which weights and params, validated completely at load time.
+
+```yaml
+scorers:
+  - scorer: math_accuracy        # registry name
+    weight: 1.0
+    params: {timeout_s: 2}
+  - scorer: think_format
+    name: format                 # alias used in logs and breakdowns
+    weight: 0.2
+```
+
+`load_spec` accepts a path (YAML, TOML, JSON), a mapping or a `RewardSpec` and raises one
+`ConfigError` listing every problem with its path (and file and line where known).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
+from grpo_rewards.registry import Registry, get_registry
+
+LineOf = Callable[[tuple[Any, ...]], int | None]
+
+
+class ScorerSpec(BaseModel):
+    """One weighted scorer in a reward spec."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scorer: str = Field(description="Registry name of the scorer (see `grpo-rewards list`).")
+    name: str | None = Field(
+        None, min_length=1, description="Alias used in logs, breakdowns and TRL metric names; defaults to `scorer`."
+    )
+    weight: float = Field(1.0, allow_inf_nan=False, description="Weight of this scorer in the total.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The scorer's options (its `Params`).")
+    on_error: Literal["none", "raise"] | None = Field(
+        None, description="Override of the spec's `on_error` for this scorer."
+    )
+
+    @property
+    def alias(self) -> str:
+        return self.name or self.scorer
+
+
+class RewardSpec(BaseModel):
+    """A weighted sum of scorers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scorers: list[ScorerSpec] = Field(min_length=1, description="The scorers, in evaluation order.")
+    on_error: Literal["none", "raise"] = Field(
+        "none",
+        description="What a scorer that raises does: `none` gives its samples None (counted and logged), "
+        "`raise` propagates the exception.",
+    )
+
+    @property
+    def aliases(self) -> list[str]:
+        return [s.alias for s in self.scorers]
+
+    @classmethod
+    def load(cls, source: str | Path | Mapping[str, Any] | RewardSpec, registry: Registry | None = None) -> RewardSpec:
+        return load_spec(source, registry)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading files, with line numbers for the error messages
+
+
+def _yaml_line_index(text: str) -> LineOf:
+    """Map a location tuple to the 1-based line of the YAML (or JSON) node it names."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        root = None
+
+    def line_of(loc: tuple[Any, ...]) -> int | None:
+        node, line = root, None
+        for part in loc:
+            if node is None:
+                break
+            line = node.start_mark.line + 1
+            if isinstance(node, yaml.MappingNode):
+                node = next((v for k, v in node.value if k.value == part), None)
+                if node is None:  # a missing key: point at its mapping
+                    return line
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                node = node.value[part]
+            else:
+                return line
+        return node.start_mark.line + 1 if node is not None else line
+
+    return line_of
+
+
+def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, LineOf]:
+    """Parse a YAML, TOML or JSON file; a missing file or a syntax error is a `ConfigError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([Problem("", f"cannot read file: {exc.strerror or exc}", str(path))], what) from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            return tomllib.loads(text), lambda loc: None
+        if suffix == ".json":
+            return json.loads(text), _yaml_line_index(text)
+        return yaml.safe_load(text), _yaml_line_index(text)
+    except json.JSONDecodeError as exc:
+        problem = Problem("", f"invalid JSON: {exc.msg}", str(path), exc.lineno)
+    except tomllib.TOMLDecodeError as exc:
+        problem = Problem("", f"invalid TOML: {exc}", str(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        msg = f"{getattr(exc, 'problem', None) or exc}"
+        problem = Problem("", f"invalid YAML: {msg}", str(path), mark.line + 1 if mark else None)
+    raise ConfigError([problem], what) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+
+
+def _pydantic_problems(exc: ValidationError, loc_prefix: tuple[Any, ...], path_prefix: str,
+                       source: str | None, line_of: LineOf) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = loc_prefix + tuple(err["loc"])
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
+            msg = f"{msg} (got {err['input']!r})"
+        problems.append(Problem(format_loc(loc, path_prefix), msg, source, line_of(loc)))
+    return problems
+
+
+def validate_spec(data: Any, registry: Registry | None = None, *, source: str | None = None,
+                  line_of: LineOf | None = None, path_prefix: str = "",
+                  loc_prefix: tuple[Any, ...] = ()) -> tuple[RewardSpec | None, list[Problem]]:
+    """Validate a spec given as plain data; returns the spec (or None) and every problem found.
+
+    `path_prefix`/`loc_prefix` place the spec inside a larger document (a training config's
+    `rewards:` section), so problems are reported with their full path.
+    """
+    registry = registry or get_registry()
+    line_of = line_of or (lambda loc: None)
+    problems: list[Problem] = []
+
+    def add(loc: tuple[Any, ...], message: str) -> None:
+        full = loc_prefix + loc
+        problems.append(Problem(format_loc(full, path_prefix), message, source, line_of(full)))
+
+    if not isinstance(data, Mapping):
+        add((), f"a reward spec must be a mapping with a 'scorers' list, got {type(data).__name__}")
+        return None, problems
+
+    spec = None
+    try:
+        spec = RewardSpec.model_validate(data)
+    except ValidationError as exc:
+        problems += _pydantic_problems(exc, loc_prefix, path_prefix, source, line_of)
+
+    items = data.get("scorers")
+    items = items if isinstance(items, list) else []
+    seen: dict[str, int] = {}
+    validated_params: dict[int, dict[str, Any]] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or not isinstance(item.get("scorer"), str):
+            continue  # already reported structurally
+        alias = item.get("name") or item["scorer"]
+        if isinstance(alias, str):
+            if alias in seen:
+                add(("scorers", i, "name" if item.get("name") else "scorer"),
+                    f"duplicate scorer name {alias!r} (also scorers[{seen[alias]}]); give one a distinct 'name'")
+            seen.setdefault(alias, i)
+        try:
+            cls = registry.scorer(item["scorer"])
+        except UnknownNameError as exc:
+            add(("scorers", i, "scorer"), str(exc))
+            continue
+        raw_params = item.get("params") or {}
+        if not isinstance(raw_params, Mapping):
+            continue
+        try:
+            params = cls.Params.model_validate(raw_params)
+        except ValidationError as exc:
+            problems += _pydantic_problems(exc, loc_prefix + ("scorers", i, "params"), path_prefix, source, line_of)
+            continue
+        validated_params[i] = params.model_dump()
+        earlier = [a for a, j in seen.items() if j < i]
+        for dep in cls.dependencies(params):
+            if dep not in earlier:
+                where = f"it is scorers[{seen[dep]}], which comes later" if dep in seen else "no scorer has that name"
+                add(("scorers", i, "params"),
+                    f"reads the results of scorer {dep!r}, which must be listed before it ({where})")
+
+    if problems:
+        return None, problems
+    assert spec is not None
+    for i, params in validated_params.items():
+        spec.scorers[i].params = params
+    return spec, []
+
+
+def load_spec(source: str | Path | Mapping[str, Any] | RewardSpec, registry: Registry | None = None) -> RewardSpec:
+    """Load and completely validate a reward spec; raises `ConfigError` listing every problem."""
+    if isinstance(source, RewardSpec):
+        data, name, line_of = source.model_dump(exclude_none=True), None, None
+    elif isinstance(source, Mapping):
+        data, name, line_of = source, None, None
+    else:
+        name = str(source)
+        data, line_of = read_structured_file(source)
+    spec, problems = validate_spec(data, registry, source=name, line_of=line_of)
+    if problems:
+        raise ConfigError(problems, "reward spec")
+    assert spec is not None
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON schema, generated from every registered scorer's Params
+
+
+def spec_model(registry: Registry | None = None) -> type[BaseModel]:
+    """A pydantic model of a spec whose `scorers` items are discriminated by `scorer` name,
+    each with its scorer's own `Params`: the source of the JSON schema editors autocomplete from."""
+    registry = registry or get_registry()
+    variants = []
+    for name, entry in sorted(registry.scorers.items()):
+        params_model = entry.cls.Params
+        variants.append(create_model(
+            f"{name}_spec",
+            __base__=ScorerSpec,
+            __doc__=entry.cls.description() or None,
+            scorer=(Literal[name], Field(description=f"{entry.cls.description()} (plugin {entry.plugin})")),
+            params=(params_model, Field(default_factory=params_model, description=f"Params of {name}.")),
+        ))
+    item: Any = ScorerSpec
+    if len(variants) == 1:
+        item = variants[0]
+    elif variants:
+        item = Annotated[Union[tuple(variants)], Field(discriminator="scorer")]  # noqa: UP007
+    return create_model("RewardSpec", __base__=RewardSpec,
+                        scorers=(list[item], Field(min_length=1, description="The scorers, in evaluation order.")))
+
+
+def spec_json_schema(registry: Registry | None = None) -> dict[str, Any]:
+    schema = spec_model(registry).model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema.setdefault("title", "grpo-rewards reward spec")
+    return schema
+

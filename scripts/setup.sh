@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv (if needed) and install the project with the tested pins.
+# torch is installed first, pinned, so pip takes the CPU build rather than a multi-GB CUDA one.
+# Re-running is cheap: a stamp of pyproject.toml + constraints.txt skips an unchanged install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+stamp="$VENV/.grpo-rewards-installed"
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all,dev]"
+  echo "$want" > "$stamp"
+fi
