@@ -1,0 +1,1 @@
+"""grpo_core: a compact GRPO trainer (rollout, group-relative advantages, clipped surrogate + KL)."""

@@ -1,0 +1,178 @@
+"""Prompt datasets as lists of records, plus the registries of built-in tasks and tokenizers.
+
+A record is a dict with a `prompt` (text or chat messages) and any reference fields
+(`answer`, `tests`, ...) that the scorers read. Sources, chosen by the config's `data` section:
+
+* `task: NAME` - a built-in task registered with `@register_task(NAME)` (see grpo_core/tasks.py);
+* `path: FILE` - JSON Lines (one record per line), or .json/.parquet/.csv through `datasets`;
+* `dataset: NAME_OR_DIR` - any Hugging Face `datasets` source readable offline (`split`, `dataset_config`).
+
+Extension points (grpo_core/tasks.py uses them; it is imported lazily, on first lookup):
+
+    @register_task("arithmetic", params=ArithmeticParams)    # params: optional pydantic model of `data.options`
+    def arithmetic(split: str, size: int | None, seed: int, **options) -> list[dict]: ...
+
+    @register_tokenizer("chars")                             # config: `model.tokenizer: "builtin:chars"`
+    def chars() -> transformers.PreTrainedTokenizerBase: ...  # eos_token and pad_token set; save_pretrained works
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from grpo_rewards.errors import UnknownNameError, UserError
+
+TASKS_MODULE = "grpo_core.tasks"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    build: Callable[..., list[dict[str, Any]]]
+    params: type[BaseModel] | None = None
+
+
+_tasks: dict[str, Task] = {}
+_tokenizers: dict[str, Callable[[], Any]] = {}
+_builtins_loaded = False
+
+
+def register_task(name: str, params: type[BaseModel] | None = None) -> Callable:
+    """Decorator: register `fn(split, size, seed, **options) -> list[record]` as task `name`."""
+    def decorate(fn: Callable[..., list[dict[str, Any]]]) -> Callable[..., list[dict[str, Any]]]:
+        _tasks[name] = Task(name, fn, params)
+        return fn
+    return decorate
+
+
+def register_tokenizer(name: str) -> Callable:
+    """Decorator: register a zero-argument tokenizer factory, referenced as `builtin:<name>`."""
+    def decorate(fn: Callable[[], Any]) -> Callable[[], Any]:
+        _tokenizers[name] = fn
+        return fn
+    return decorate
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True
+    try:
+        importlib.import_module(TASKS_MODULE)
+    except ModuleNotFoundError as exc:  # the module itself absent is fine; a broken import inside it is not
+        if exc.name != TASKS_MODULE:
+            raise
+
+
+def get_task(name: str) -> Task:
+    _load_builtins()
+    if name not in _tasks:
+        raise UnknownNameError("task", name, sorted(_tasks))
+    return _tasks[name]
+
+
+def get_tokenizer_factory(name: str) -> Callable[[], Any]:
+    _load_builtins()
+    if name not in _tokenizers:
+        raise UnknownNameError("built-in tokenizer", name, sorted(_tokenizers))
+    return _tokenizers[name]
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+            if not isinstance(record, Mapping):
+                raise UserError(f"{path}:{lineno}: a record must be a JSON object, got {type(record).__name__}")
+            records.append(dict(record))
+    return records
+
+
+def _read_datasets(name: str, split: str, config_name: str | None = None, data_files: str | None = None) -> list[dict]:
+    try:
+        import datasets
+    except ImportError:
+        raise UserError("reading this data source needs the `datasets` package: pip install 'grpo-rewards[data]'") from None
+    try:
+        if data_files is not None:
+            ds = datasets.load_dataset(name, data_files=data_files, split=split)
+        else:
+            ds = datasets.load_dataset(name, config_name, split=split)
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types; all are the user's source
+        raise UserError(f"cannot load dataset {data_files or name!r} (split {split!r}): {exc}") from None
+    return [dict(r) for r in ds]
+
+
+def read_records(path: str | Path | None = None, dataset: str | None = None, split: str = "train",
+                 dataset_config: str | None = None) -> list[dict[str, Any]]:
+    """Records from a file (JSONL natively; json/parquet/csv via `datasets`) or a `datasets` source."""
+    if path is not None:
+        suffix = Path(path).suffix.lower()
+        if suffix in (".jsonl", ".ndjson"):
+            return read_jsonl(path)
+        builder = {".json": "json", ".parquet": "parquet", ".csv": "csv"}.get(suffix)
+        if builder is None:
+            raise UserError(f"{path}: unsupported data file type {suffix!r} (use .jsonl, .json, .parquet or .csv)")
+        return _read_datasets(builder, "train", data_files=str(path))
+    assert dataset is not None
+    return _read_datasets(dataset, split, dataset_config)
+
+
+def check_prompts(records: list[dict[str, Any]], prompt_field: str, where: str) -> list[dict[str, Any]]:
+    """Rename `prompt_field` to `prompt`; every record must have a text or chat-messages prompt."""
+    out = []
+    for i, record in enumerate(records):
+        prompt = record.get(prompt_field)
+        if not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(m, Mapping) for m in prompt))):
+            raise UserError(f"{where}: record {i} has no {prompt_field!r} text or chat messages (got {prompt!r:.80})")
+        rest = {k: v for k, v in record.items() if k != prompt_field}
+        out.append({"prompt": prompt, **rest})
+    if not out:
+        raise UserError(f"{where}: no records")
+    return out
+
+
+def load_splits(data: Any, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train records, eval records) for a validated `DataConfig`."""
+    if data.task is not None:
+        task = get_task(data.task)
+        options = task.params.model_validate(data.options).model_dump() if task.params else dict(data.options)
+        train = task.build("train", data.train_size, seed, **options)
+        evals = task.build("eval", data.eval_size, seed + 1, **options) if data.eval_size else []
+        where = f"task {data.task!r}"
+        return check_prompts(train, "prompt", where), (check_prompts(evals, "prompt", where) if evals else [])
+    where = data.path or data.dataset
+    train = check_prompts(read_records(data.path, data.dataset, data.split, data.dataset_config), data.prompt_field, where)
+    if data.eval_path or data.eval_split:
+        eval_where = data.eval_path or f"{data.dataset} [{data.eval_split}]"
+        evals = read_records(data.eval_path, None if data.eval_path else data.dataset, data.eval_split or "train",
+                             data.dataset_config)
+        evals = check_prompts(evals, data.prompt_field, eval_where)[: data.eval_size or None]
+    elif data.eval_size:  # hold out a seeded random subset of the training records
+        order = list(range(len(train)))
+        random.Random(seed).shuffle(order)
+        held = set(order[: data.eval_size])
+        evals = [train[i] for i in sorted(held)]
+        train = [r for i, r in enumerate(train) if i not in held]
+    else:
+        evals = []
+    if data.train_size is not None:
+        train = train[: data.train_size]
+    if not train:
+        raise UserError(f"{where}: no training records left after holding out {data.eval_size} for eval")
+    return train, evals
