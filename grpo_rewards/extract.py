@@ -93,3 +93,79 @@ def strip_emphasis(text: str) -> str:
     while len(text) >= 2 and text[0] == text[-1] and text[0] in "*_`":
         text = text[1:-1].strip()
     return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Final-answer extraction for math completions (used by `math_accuracy`)
+
+_MATH_DELIMS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+
+
+def strip_math_delimiters(text: str) -> str:
+    """`$x$`, `$$x$$`, `\\(x\\)`, `\\[x\\]` -> `x`; anything else is returned stripped."""
+    text = text.strip()
+    for left, right in _MATH_DELIMS:
+        if len(text) >= len(left) + len(right) and text.startswith(left) and text.endswith(right):
+            return text[len(left) : len(text) - len(right)].strip()
+    return text
+
+
+_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|;|\n")
+# A word (3+ letters) not part of a LaTeX command: "18 dollars" has one, "\frac{1}{2}" has none.
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_LEADING_NUMBER = re.compile(r"\s*\\?\$?\s*([-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)(?![\d/])")
+
+
+def clean_answer(text: str) -> str | None:
+    """The answer inside a phrase's remainder: math delimiters, emphasis, a trailing period and
+    trailing prose ("18 dollars" -> "18") removed. None when nothing is left."""
+    text = strip_emphasis(text.strip())
+    math = _INLINE_MATH.search(text)
+    if math:
+        text = next(g for g in math.groups() if g is not None)
+    else:
+        end = _SENTENCE_END.search(text)
+        text = text[: end.start()] if end else text
+        if _PROSE_WORD.search(text):
+            number = _LEADING_NUMBER.match(text)
+            if number:
+                text = number.group(1)
+    text = strip_emphasis(strip_math_delimiters(text)).rstrip(".").strip()
+    return text or None
+
+
+_ANSWER_PHRASE = re.compile(
+    r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)", re.IGNORECASE
+)
+
+
+def answer_phrase(text: str) -> str | None:
+    """The answer after the last "final answer is", "The answer is", "Answer:" (any case, with or
+    without markdown emphasis); the next line when the phrase ends its line."""
+    matches = list(_ANSWER_PHRASE.finditer(text))
+    if not matches:
+        return None
+    rest = text[matches[-1].end() :]
+    lines = [line for line in rest.split("\n") if line.strip()]
+    return clean_answer(lines[0]) if lines else None
+
+
+_GSM8K = re.compile(r"####[ \t]*([^\n]*)")
+
+
+def gsm8k_answer(text: str) -> str | None:
+    """The answer after GSM8K's last `#### ` marker, thousands separators removed."""
+    found = _GSM8K.findall(text)
+    if not found:
+        return None
+    answer = clean_answer(found[-1])
+    return answer.replace(",", "") if answer and re.fullmatch(r"[-−\d,.\s]+", answer) else answer
+
+
+def bare_answer(text: str, max_chars: int = 60) -> str | None:
+    """The whole text, when it is nothing but a short answer (`42`, `$\\frac{1}{2}$`, `**x = 3**`)."""
+    text = strip_emphasis(strip_math_delimiters(strip_emphasis(text))).rstrip(".").strip()
+    if not text or len(text) > max_chars or "\n" in text or _PROSE_WORD.search(text):
+        return None
+    return text

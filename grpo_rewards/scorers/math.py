@@ -1,8 +1,254 @@
-"""Placeholder family: filled in by its issue."""
+"""`math_accuracy`: is the completion's final answer mathematically equal to the gold answer?
 
+The answer is extracted here (cheap string scanning, see `Extract`), then parsed and compared
+with math-verify (sympy underneath) in worker processes with a hard per-sample limit, because
+math-verify's own SIGALRM timeouts fail off the main thread and `parse` can hang past them.
+Per batch, each distinct gold is parsed once per worker chunk and each distinct
+(gold, answer) pair is verified once; verdicts are kept in a bounded LRU cache across batches.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo_rewards import extract
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorers.math_check import CheckOptions
+from grpo_rewards.workers import TaskResult, WorkerPool
+
+Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number", "whole"]
+# Tasks sent to a worker in one message: amortises IPC, and keeps one gold's answers together.
+CHUNK_SIZE = 32
+Key = tuple[str, str, str]  # (gold, answer, answer mode)
+Verdict = tuple[float | None, dict[str, Any]]
+
+
+class MathAccuracyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answer_field: str = Field("answer", min_length=1, description="Field of the sample's reference that holds the gold answer (with or without `$...$` / `\\boxed{}`; a GSM8K `#### N` gold is read after the marker).")
+    extract: list[Extract] = Field(
+        ["boxed", "answer_tag", "phrase", "gsm8k", "bare"], min_length=1,
+        description="Where to find the answer, tried in order, first hit wins: `boxed` (last `\\boxed{}`), "
+        "`answer_tag` (last `<answer>` block), `phrase` (after \"final answer is\" / \"The answer is\" / "
+        "\"Answer:\"), `gsm8k` (after `####`), `bare` (the whole completion is a short answer), "
+        "`last_number`, `whole` (let math-verify search the whole text, as open-r1 does).",
+    )
+    answer_tag: str = Field("answer", min_length=1, pattern=r"^[\w-]+$", description="Tag name used by the `answer_tag` extraction.")
+    after_think_only: bool = Field(False, description="Look for the answer only after the last `</think>`; a completion without it scores 0.")
+    match_types: list[Literal["latex", "expr"]] = Field(["latex", "expr"], min_length=1, description="math-verify extraction targets for parsing: LaTeX and/or plain expressions.")
+    float_rounding: int = Field(6, ge=0, le=20, description="Numeric tolerance: decimal places floats are rounded to before comparing.")
+    numeric_precision: int = Field(15, ge=1, le=100, description="Significant digits of sympy's numeric evaluation in comparisons.")
+    strict: bool = Field(True, description="math-verify strict mode: variable names matter and sets do not equal tuples.")
+    allow_set_relation_comp: bool = Field(False, description="Let a gold relation (`1 < x < 2`) equal a set/interval answer (`(1, 2)`) and vice versa.")
+    gold_mode: Literal["auto", "raw"] = Field("auto", description="`auto`: a gold without math delimiters is read as `\\boxed{gold}`; `raw`: the gold is parsed as math-verify's `parse` reads it.")
+    timeout_s: float = Field(5.0, gt=0, le=300, description="Hard wall-clock limit per sample (parse and verify); past it the sample scores None with reason `timeout`.")
+    workers: int | None = Field(None, ge=1, le=64, description="Worker processes; default min(2, CPU count).")
+    memory_mb: int = Field(1024, ge=256, le=1 << 20, description="Address-space cap of each worker process (RLIMIT_AS), in MiB.")
+    cache_size: int = Field(100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches (0 disables it).")
+
+
+def _gold_text(value: Any) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    text = value if isinstance(value, str) else str(value)
+    if "####" in text:  # a GSM8K solution: the answer follows the marker
+        text = extract.gsm8k_answer(text) or ""
+    text = text.strip()
+    return text or None
+
+
+class MathAccuracy(Scorer):
+    """1 if the final answer equals the gold answer (math-verify), 0 if not, None if the gold is unusable."""
+
+    name = "math_accuracy"
+    Params = MathAccuracyParams
+    value_range = (0.0, 1.0)
+
+    def __init__(self, params: Any = None, **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        self._cache: OrderedDict[Key, Verdict] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._pool: WorkerPool | None = None
+        self._pool_lock = threading.Lock()
+
+    # -- extraction ---------------------------------------------------------------------------
+
+    def extract_answer(self, text: str) -> tuple[str | None, str | None, str | None]:
+        """(answer, method, reason_if_none) for one completion's text."""
+        if self.params.after_think_only:
+            after = extract.after_think(text)
+            if after is None:
+                return None, None, "no </think> in the completion"
+            text = after
+        for method in self.params.extract:
+            answer = self._extract_one(method, text)
+            if answer:
+                return answer, method, None
+        return None, None, "no answer found (tried " + ", ".join(self.params.extract) + ")"
+
+    def _extract_one(self, method: str, text: str) -> str | None:
+        if method == "boxed":
+            return (extract.last_boxed(text) or "").strip() or None
+        if method == "answer_tag":
+            block = extract.tag_block(text, self.params.answer_tag)
+            if block is None:
+                return None
+            return extract.last_boxed(block) or extract.answer_phrase(block) or extract.clean_answer(block)
+        if method == "phrase":
+            return extract.answer_phrase(text)
+        if method == "gsm8k":
+            return extract.gsm8k_answer(text)
+        if method == "bare":
+            return extract.bare_answer(text)
+        if method == "last_number":
+            return extract.last_number(text)
+        return text if text.strip() else None  # "whole"
+
+    # -- scoring ------------------------------------------------------------------------------
+
+    def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
+        out: list[Score | None] = [None] * len(samples)
+        wanted: dict[Key, list[int]] = {}  # (gold, answer, mode) -> indices of the samples asking
+        infos: list[dict[str, Any]] = [{} for _ in samples]
+        for i, sample in enumerate(samples):
+            out[i] = self._prepare(sample, infos[i], wanted, i)
+        verdicts = self._lookup(list(wanted))
+        verdicts.update(self._resolve([k for k in wanted if k not in verdicts]))
+        for key, indices in wanted.items():
+            value, info = verdicts[key]
+            for i in indices:
+                out[i] = Score(value, {**infos[i], **info})
+        return [s if s is not None else Score.unscorable("internal: sample not scored") for s in out]
+
+    def _prepare(self, sample: Sample, info: dict[str, Any], wanted: dict[Key, list[int]], i: int) -> Score | None:
+        """A final Score when no verification is needed; otherwise registers the pair in `wanted`."""
+        reference = sample.reference if isinstance(sample.reference, Mapping) else {}
+        gold = _gold_text(reference.get(self.params.answer_field))
+        if gold is None:
+            return Score.unscorable(f"no gold answer in reference.{self.params.answer_field}")
+        answer, method, reason = self.extract_answer(_safe_text(sample))
+        if answer is None:
+            return Score(0.0, {"reason": reason, "gold": gold})
+        info.update(extracted=answer[:500], method=method, gold=gold)
+        wanted.setdefault((gold, answer, "whole" if method == "whole" else "answer"), []).append(i)
+        return None
+
+    # -- the verdict cache, shared by every thread that calls `score` --------------------------
+
+    def _lookup(self, keys: list[Key]) -> dict[Key, Verdict]:
+        with self._cache_lock:
+            found = {k: self._cache[k] for k in keys if k in self._cache}
+            for k in found:
+                self._cache.move_to_end(k)
+        return found
+
+    def _store(self, verdicts: dict[Key, Verdict]) -> None:
+        if self.params.cache_size <= 0:
+            return
+        with self._cache_lock:
+            for key, verdict in verdicts.items():
+                if verdict[1].get("reason") != "worker unavailable":  # infrastructure: retry next time
+                    self._cache[key] = verdict
+                    self._cache.move_to_end(key)
+            while len(self._cache) > self.params.cache_size:
+                self._cache.popitem(last=False)
+
+    # -- dispatch to the workers --------------------------------------------------------------
+
+    def _ensure_pool(self) -> WorkerPool:
+        with self._pool_lock:
+            if self._pool is None:
+                size = self.params.workers or max(1, min(2, os.cpu_count() or 1))
+                self._pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, self.params.memory_mb)
+            return self._pool
+
+    def _resolve(self, keys: list[Key]) -> dict[Key, Verdict]:
+        verdicts: dict[Key, Verdict] = {}
+        while keys:
+            chunks = self._chunks(keys)
+            results = self._ensure_pool().map([tasks for tasks, _ in chunks], self.params.timeout_s)
+            keys = []  # pairs left unrun behind a killed worker go round again
+            for (_, chunk_keys), chunk_results in zip(chunks, results, strict=True):
+                keys += _record(chunk_keys, chunk_results, verdicts)
+        self._store(verdicts)
+        return verdicts
+
+    def _chunks(self, keys: list[Key]) -> list[tuple[list[tuple], list[Key]]]:
+        """One gold's pairs together, each chunk led by a gold task so that a gold that hangs
+        costs one limit, not one per answer."""
+        by_gold: dict[str, list[Key]] = {}
+        for key in keys:
+            by_gold.setdefault(key[0], []).append(key)
+        chunks = []
+        for gold, group in by_gold.items():
+            for start in range(0, len(group), CHUNK_SIZE - 1):
+                part = group[start : start + CHUNK_SIZE - 1]
+                tasks = [("gold", gold, self._options("answer"))]
+                tasks += [("verify", gold, answer, self._options(mode)) for _, answer, mode in part]
+                chunks.append((tasks, part))
+        return chunks
+
+    def _options(self, answer_mode: str) -> tuple:
+        p = self.params
+        return tuple(CheckOptions(tuple(p.match_types), p.float_rounding, p.numeric_precision, p.strict,
+                                  p.allow_set_relation_comp, answer_mode, p.gold_mode))
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+
+def _record(keys: list[Key], results: list[TaskResult], verdicts: dict[Key, Verdict]) -> list[Key]:
+    """Turn one chunk's results (gold task first) into verdicts; returns the keys to resubmit."""
+    gold = results[0]
+    gold_failed = gold.status != "ok" or gold.value[0] != "ok"
+    resubmit = []
+    for key, result in zip(keys, results[1:], strict=True):
+        if gold_failed:
+            verdicts[key] = _verdict(gold, "gold: ")
+        elif result.status == "not_run":
+            resubmit.append(key)
+        else:
+            verdicts[key] = _verdict(result, "")
+    return resubmit
+
+
+def _verdict(result: TaskResult, prefix: str) -> Verdict:
+    """A pool result as (value, info)."""
+    if result.status == "ok":
+        kind, payload = result.value
+        if kind == "ok":
+            return (1.0 if payload else 0.0), {}
+        if kind == "no_math":
+            return 0.0, {"reason": "answer is not math", "detail": payload}
+        if kind == "unparseable":
+            return None, {"reason": "unparseable gold", "detail": payload}
+        return None, {"reason": "timeout", "detail": "parsing the gold answer timed out"}
+    if result.status == "timeout":
+        return None, {"reason": "timeout", "detail": prefix + result.detail}
+    if result.status == "error":
+        return None, {"reason": "verification error", "detail": prefix + result.detail}
+    return None, {"reason": "worker unavailable" if result.status == "unavailable" else "worker died",
+                  "detail": prefix + result.detail}
+
+
+def _safe_text(sample: Sample) -> str:
+    try:
+        return sample.completion_text
+    except Exception:  # noqa: BLE001 - a malformed completion is "no answer", never a crash
+        return ""
 
 
 @hookimpl
 def grpo_rewards_scorers():
-    return []
+    return [MathAccuracy]
