@@ -93,6 +93,8 @@ class CompositeReward:
 
     def score(self, samples: Sequence[Sample | Mapping[str, Any]]) -> RewardBatch:
         samples = as_samples(samples)
+        if not samples:  # scorers need not handle an empty batch
+            return RewardBatch([], {m.alias: [] for m in self.members}, {m.alias: 0 for m in self.members})
         results: dict[str, list[Score]] = {}
         errors: dict[str, int] = {}
         for member in self.members:

@@ -21,7 +21,9 @@ class Problem:
         where = ""
         if self.source:
             where = f"{self.source}:{self.line}: " if self.line else f"{self.source}: "
-        return f"{where}{self.path or '<root>'}: {self.message}"
+        # A problem of a whole record (an input line) has a source and line but no path inside it.
+        path = f"{self.path}: " if self.path else ("" if where else "<root>: ")
+        return f"{where}{path}{self.message}"
 
 
 class UserError(Exception):

@@ -12,7 +12,7 @@ from typing import Any
 import pluggy
 
 from grpo_rewards import hookspecs
-from grpo_rewards.errors import UnknownNameError
+from grpo_rewards.errors import UnknownNameError, UserError
 from grpo_rewards.scorer import Scorer
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,16 @@ BUILTIN_PLUGINS = (
 )
 
 
-class DuplicateNameError(ValueError):
-    """Two plugins registered a scorer (or sandbox) under one name."""
+class DuplicateNameError(UserError, ValueError):
+    """Two plugins registered a scorer (or sandbox) under one name.
+
+    A `UserError`: the fix is on the user's side (uninstall or rename one plugin), so the CLI
+    prints it and exits 2 without a traceback.
+    """
+
+
+# Hook name -> what one item of it is called in messages.
+_KIND = {"grpo_rewards_scorers": "scorer", "grpo_rewards_sandboxes": "sandbox"}
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,19 @@ def _load_entry_points(pm: pluggy.PluginManager, failures: list[PluginFailure]) 
     # By hand rather than pm.load_setuptools_entrypoints: that stops at the first plugin
     # whose import raises, and we must report it by name and load the rest.
     for ep in metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP):
-        if pm.has_plugin(ep.name) or ep.value in BUILTIN_PLUGINS:
+        if ep.value in BUILTIN_PLUGINS:
             continue
+        name = ep.name
+        if pm.has_plugin(name):
+            # Two distributions chose one entry-point name: keep both, told apart by distribution,
+            # rather than silently dropping the second.
+            dist = getattr(ep.dist, "name", None) or ep.value
+            name = f"{ep.name} ({dist})"
         try:
             plugin = ep.load()
-            pm.register(plugin, name=ep.name)
+            pm.register(plugin, name=name)
         except Exception as exc:  # noqa: BLE001
-            failures.append(PluginFailure(ep.name, f"{type(exc).__name__}: {exc}"))
+            failures.append(PluginFailure(name, f"{type(exc).__name__}: {exc}"))
 
 
 def _collect(pm: pluggy.PluginManager, hook_name: str, base: type | None,
@@ -104,7 +118,8 @@ def _collect(pm: pluggy.PluginManager, hook_name: str, base: type | None,
             provided = list(impl.function() or [])
             for cls in provided:
                 if not isinstance(cls, type) or (base is not None and not issubclass(cls, base)):
-                    raise TypeError(f"{hook_name} returned {cls!r}, not a {base.__name__ if base else ''} class")
+                    wanted = f"{base.__name__} subclass" if base is not None else "class"
+                    raise TypeError(f"{hook_name} returned {cls!r}, not a {wanted}")
                 if not isinstance(getattr(cls, "name", None), str) or not cls.name:
                     raise TypeError(f"{cls.__qualname__} has no string attribute 'name'")
         except Exception as exc:  # noqa: BLE001
@@ -114,7 +129,7 @@ def _collect(pm: pluggy.PluginManager, hook_name: str, base: type | None,
             if cls.name in table:
                 other = table[cls.name]
                 raise DuplicateNameError(
-                    f"{hook_name.removeprefix('grpo_rewards_')[:-1]} name {cls.name!r} is registered by "
+                    f"{_KIND.get(hook_name, hook_name)} name {cls.name!r} is registered by "
                     f"plugin {other.plugin!r} ({other.cls.__module__}.{other.cls.__qualname__}) "
                     f"and by plugin {plugin!r} ({cls.__module__}.{cls.__qualname__})"
                 )
@@ -133,7 +148,8 @@ def load_registry(extra_plugins: list[Any] | None = None, entry_points: bool = T
     if entry_points:
         _load_entry_points(pm, failures)
     for i, plugin in enumerate(extra_plugins or []):
-        pm.register(plugin, name=getattr(plugin, "__name__", f"extra-{i}"))
+        name = getattr(plugin, "__name__", None) or f"extra-{i}"
+        pm.register(plugin, name=name if not pm.has_plugin(name) else f"{name}-{i}")
     registry = Registry(
         scorers=_collect(pm, "grpo_rewards_scorers", Scorer, failures),
         sandboxes=_collect(pm, "grpo_rewards_sandboxes", SandboxBackend, failures),

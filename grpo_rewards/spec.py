@@ -17,6 +17,7 @@ scorers:
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -150,12 +151,16 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
                   loc_prefix: tuple[Any, ...] = ()) -> tuple[RewardSpec | None, list[Problem]]:
     """Validate a spec given as plain data; returns the spec (or None) and every problem found.
 
-    `path_prefix`/`loc_prefix` place the spec inside a larger document (a training config's
-    `rewards:` section), so problems are reported with their full path.
+    `loc_prefix` places the spec inside a larger document (a training config's `rewards:`
+    section): problems get their full path and `line_of` is asked for full locations.
+    `path_prefix` is a text prefix for the paths, used only without `loc_prefix` (a spec read
+    from its own file but referenced from a config).
     """
     registry = registry or get_registry()
     line_of = line_of or (lambda loc: None)
     problems: list[Problem] = []
+    # loc_prefix already names the spec's place in the path; adding path_prefix too would say it twice.
+    path_prefix = "" if loc_prefix else path_prefix
 
     def add(loc: tuple[Any, ...], message: str) -> None:
         full = loc_prefix + loc
@@ -175,6 +180,13 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
     items = items if isinstance(items, list) else []
     seen: dict[str, int] = {}
     validated_params: dict[int, dict[str, Any]] = {}
+    # Every alias's first position, so a dependency on a later scorer is told apart from a typo.
+    positions: dict[str, int] = {}
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping):
+            alias = item.get("name") or item.get("scorer")
+            if isinstance(alias, str):
+                positions.setdefault(alias, i)
     for i, item in enumerate(items):
         if not isinstance(item, Mapping) or not isinstance(item.get("scorer"), str):
             continue  # already reported structurally
@@ -201,7 +213,12 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
         earlier = [a for a, j in seen.items() if j < i]
         for dep in cls.dependencies(params):
             if dep not in earlier:
-                where = f"it is scorers[{seen[dep]}], which comes later" if dep in seen else "no scorer has that name"
+                if dep == alias:
+                    where = "a scorer cannot read its own results"
+                elif dep in positions:
+                    where = f"it is scorers[{positions[dep]}], which comes later"
+                else:
+                    where = "no scorer has that name"
                 add(("scorers", i, "params"),
                     f"reads the results of scorer {dep!r}, which must be listed before it ({where})")
 
@@ -216,12 +233,13 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
 def load_spec(source: str | Path | Mapping[str, Any] | RewardSpec, registry: Registry | None = None) -> RewardSpec:
     """Load and completely validate a reward spec; raises `ConfigError` listing every problem."""
     if isinstance(source, RewardSpec):
-        data, name, line_of = source.model_dump(exclude_none=True), None, None
-    elif isinstance(source, Mapping):
-        data, name, line_of = source, None, None
-    else:
+        # Not exclude_none: that would also drop params explicitly set to None (meaningful, e.g. "no limit").
+        data, name, line_of = source.model_dump(), None, None
+    elif isinstance(source, (str, os.PathLike)):
         name = str(source)
         data, line_of = read_structured_file(source)
+    else:  # plain data: a mapping, or anything else, which validation reports as not a mapping
+        data, name, line_of = source, None, None
     spec, problems = validate_spec(data, registry, source=name, line_of=line_of)
     if problems:
         raise ConfigError(problems, "reward spec")
