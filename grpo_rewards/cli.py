@@ -1,0 +1,390 @@
+"""`grpo-rewards`: list scorers, validate specs, print the schema, score and explain completions.
+
+Exit codes: 0 success, 2 a mistake in the user's input (message on stderr, no traceback),
+130 interrupted. Results go to stdout (or the `--output` file); progress and warnings to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from grpo_rewards.compose import CompositeReward, RewardBatch, build
+from grpo_rewards.errors import ConfigError, Problem, UserError
+from grpo_rewards.registry import Registry, load_registry
+from grpo_rewards.scorer import Sample
+from grpo_rewards.spec import spec_json_schema
+
+MAX_REPORTED_PROBLEMS = 20
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _stdout() -> Console:
+    return Console(highlight=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _registry(report_failures: bool = True) -> Registry:
+    """The registry, with plugin failures printed once as plain warnings instead of Python's format."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        registry = load_registry()
+    if report_failures:
+        for failure in registry.failures:
+            print(f"warning: {failure}", file=sys.stderr)
+    return registry
+
+
+# ---------------------------------------------------------------------------------------------
+# Input and output files
+
+
+def _record_problem(record: Any, where: str) -> str | None:
+    if not isinstance(record, dict):
+        return f"{where} must be a JSON object with a 'completion' field, got {type(record).__name__}"
+    if "completion" not in record:
+        return f"{where} has no 'completion' field"
+    return None
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
+    records, problems = [], []
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                problems.append(Problem("", f"not valid UTF-8 (byte {exc.start})", str(path), lineno))
+                continue
+            except json.JSONDecodeError as exc:
+                problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(path), lineno))
+                continue
+            problem = _record_problem(record, "the line")
+            if problem:
+                problems.append(Problem("", problem, str(path), lineno))
+            else:
+                records.append(record)
+    return records, problems
+
+
+def _read_parquet(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError("reading parquet needs pyarrow: pip install 'grpo-rewards[data]'") from None
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several unrelated types for a bad file
+        raise UserError(f"{path}: cannot read parquet: {exc}") from None
+    problems = [Problem("", p, str(path)) for i, row in enumerate(rows)
+                if (p := _record_problem(row, f"row {i}"))]
+    return rows, problems
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Records `{prompt, completion, ...reference fields}` from JSONL or parquet; every bad line reported."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such input file")
+    reader = _read_parquet if path.suffix.lower() in PARQUET_SUFFIXES else _read_jsonl
+    records, problems = reader(path)
+    if problems:
+        shown = problems[:MAX_REPORTED_PROBLEMS]
+        if len(problems) > len(shown):
+            shown.append(Problem("", f"... and {len(problems) - len(shown)} more", str(path)))
+        raise ConfigError(shown, "input")
+    if not records:
+        raise UserError(f"{path}: no records (expected one JSON object per line)")
+    return records
+
+
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[TextIO]:
+    """Write to a temp file beside `path`, renamed over it only once complete.
+
+    After an error or Ctrl-C the temp file is removed and `path` is untouched: readers never see
+    half a file. Same directory, so `os.replace` is an atomic rename on one filesystem.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def _param_table(params_model: Any) -> dict[str, Any]:
+    return {name: {"required": field.is_required(), "description": field.description,
+                   "default": None if field.is_required() else field.get_default(call_default_factory=True)}
+            for name, field in params_model.model_fields.items()}
+
+
+def _param_lines(params_model: Any) -> str:
+    lines = []
+    for name, field in params_model.model_fields.items():
+        if field.is_required():
+            lines.append(f"{name} (required)")
+        else:
+            lines.append(f"{name}={field.get_default(call_default_factory=True)!r}")
+    return "\n".join(lines) or "-"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    registry = _registry(report_failures=False)
+    if args.json:
+        print(json.dumps({
+            "scorers": [{"name": e.name, "plugin": e.plugin, "description": e.cls.description(),
+                         "params": _param_table(e.cls.Params)}
+                        for e in sorted(registry.scorers.values(), key=lambda e: e.name)],
+            "sandboxes": [{"name": e.name, "plugin": e.plugin} for e in registry.sandboxes.values()],
+            "failures": [{"plugin": f.plugin, "error": f.error} for f in registry.failures],
+        }, indent=2, default=repr))
+        return 0
+    table = Table(title="Scorers", show_lines=True)
+    for column in ("name", "plugin", "description", "params (defaults)"):
+        table.add_column(column, overflow="fold")
+    for entry in sorted(registry.scorers.values(), key=lambda e: e.name):
+        table.add_row(Text(entry.name), Text(entry.plugin), Text(entry.cls.description()),
+                      Text(_param_lines(entry.cls.Params)))
+    console = _stdout()
+    console.print(table)
+    if registry.sandboxes:
+        console.print("Sandboxes: " + ", ".join(f"{e.name} ({e.plugin})" for e in registry.sandboxes.values()),
+                      markup=False)
+    for failure in registry.failures:
+        _stderr().print(Text(f"plugin failure: {failure}", style="red"))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    reward = build(args.spec, _registry())
+    table = Table(title=f"{args.spec}: valid", title_justify="left")
+    for column in ("alias", "scorer", "weight", "params"):
+        table.add_column(column, overflow="fold")
+    for s in reward.spec.scorers:
+        table.add_row(Text(s.alias), Text(s.scorer), f"{s.weight:g}", Text(json.dumps(s.params, default=repr)))
+    _stdout().print(table)
+    reward.close()
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(spec_json_schema(_registry()), indent=2) + "\n"
+    if args.output:
+        with atomic_output(args.output) as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _scored_batches(reward: CompositeReward, records: list[dict[str, Any]], batch_size: int,
+                    show_progress: bool) -> Iterator[tuple[int, RewardBatch]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=_stderr(), disable=not show_progress) as progress:
+        task = progress.add_task("scoring", total=len(records))
+        for start in range(0, len(records), batch_size):
+            chunk = records[start:start + batch_size]
+            yield start, reward.score([Sample.from_record(r) for r in chunk])
+            progress.advance(task, len(chunk))
+
+
+class Summary:
+    """Per-scorer statistics over every scored sample."""
+
+    def __init__(self, aliases: Sequence[str]) -> None:
+        self.values: dict[str, list[float]] = {a: [] for a in ["total", *aliases]}
+        self.nones = dict.fromkeys(self.values, 0)
+        self.errors = dict.fromkeys(self.values, 0)
+
+    def add(self, batch: RewardBatch) -> None:
+        columns = {"total": batch.totals, **batch.values}
+        for alias, values in columns.items():
+            present = [v for v in values if v is not None]
+            self.values[alias].extend(present)
+            self.nones[alias] += len(values) - len(present)
+        for alias, count in batch.errors.items():
+            self.errors[alias] += count
+            self.errors["total"] += count
+
+    def table(self, weights: dict[str, float]) -> Table:
+        table = Table(title="Summary")
+        for column in ("scorer", "weight", "mean", "std", "min", "max", "None", "errors"):
+            table.add_column(column, justify="left" if column == "scorer" else "right")
+        for alias, values in self.values.items():
+            stats = ["-"] * 4
+            if values:
+                std = statistics.stdev(values) if len(values) > 1 else 0.0
+                stats = [f"{x:.4g}" for x in (statistics.fmean(values), std, min(values), max(values))]
+            weight = f"{weights[alias]:g}" if alias in weights else ""
+            table.add_row(Text(alias), weight, *stats, str(self.nones[alias]), str(self.errors[alias]))
+        return table
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    reward = build(args.spec, _registry())
+    records = read_records(args.input)
+    summary = Summary(reward.aliases)
+    with reward, atomic_output(args.output) as fh:
+        for start, batch in _scored_batches(reward, records, args.batch_size, not args.no_progress):
+            for j in range(len(batch)):
+                out = {"index": start + j}
+                if "id" in records[start + j]:
+                    out["id"] = records[start + j]["id"]
+                out.update(batch.record(j, with_info=args.with_info))
+                fh.write(json.dumps(out, default=repr) + "\n")
+            summary.add(batch)
+    console = _stdout()
+    console.print(summary.table(dict(zip(reward.aliases, reward.weights, strict=True))))
+    console.print(f"wrote {len(records)} results to {args.output}", markup=False)
+    return 0
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    reward = build(args.spec, _registry())
+    records = read_records(args.input)[: args.limit]
+    console = _stdout()
+    with reward:
+        samples = [Sample.from_record(r) for r in records]
+        batch = reward.score(samples)
+    weights = dict(zip(reward.aliases, reward.weights, strict=True))
+    for i, sample in enumerate(samples):
+        if args.json:
+            print(json.dumps({"index": i, **batch.record(i, with_info=True)}, default=repr))
+            continue
+        total = batch.totals[i]
+        table = Table(title=f"sample {i}: total = {'None' if total is None else f'{total:.4g}'}",
+                      title_justify="left", show_lines=True)
+        for column in ("scorer", "weight", "value", "why (info)"):
+            table.add_column(column, overflow="fold")
+        for alias, scores in batch.scores.items():
+            value = scores[i].value
+            table.add_row(Text(alias), f"{weights[alias]:g}", "None" if value is None else f"{value:.4g}",
+                          Text(json.dumps(scores[i].info, default=repr, ensure_ascii=False)))
+        console.print(Text(f"prompt: {_clip(sample.prompt_text, args.chars)}", style="dim"))
+        console.print(Text(f"completion: {_clip(sample.completion_text, args.chars)}"))
+        console.print(table)
+    return 0
+
+
+def cmd_sandbox_check(args: argparse.Namespace) -> int:
+    # Imported here: the sandbox pulls in process machinery the other commands never need.
+    try:
+        check = importlib.import_module("grpo_rewards.sandbox.check")
+    except ModuleNotFoundError as exc:
+        if exc.name != "grpo_rewards.sandbox.check":
+            raise
+        raise UserError("sandbox-check is not available: grpo_rewards.sandbox.check is not installed") from None
+    return int(check.main(list(args.sandbox_args)))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-rewards", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="registered scorers, their plugins and params")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("validate", help="check a reward spec completely, without scoring anything")
+    p.add_argument("spec", help="YAML, TOML or JSON reward spec")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("schema", help="JSON Schema of a reward spec, with every registered scorer's params")
+    p.add_argument("--output", "-o", help="write to this file instead of stdout")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("score", help="score a file of completions with a spec")
+    p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
+    p.add_argument("--input", required=True, help="JSONL (or .parquet) of {prompt, completion, ...reference}")
+    p.add_argument("--output", required=True, help="JSONL of results, one line per input, written atomically")
+    p.add_argument("--batch-size", type=_positive_int, default=256, help="samples per scorer call (default 256)")
+    p.add_argument("--with-info", action="store_true", help="include each scorer's info in the output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("explain", help="each scorer's value and reasons, per sample")
+    p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
+    p.add_argument("--input", required=True, help="JSONL (or .parquet) of {prompt, completion, ...reference}")
+    p.add_argument("--limit", type=_positive_int, default=5, help="samples to explain (default 5)")
+    p.add_argument("--chars", type=_positive_int, default=300, help="characters of prompt/completion shown")
+    p.add_argument("--json", action="store_true", help="one JSON line per sample instead of tables")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("sandbox-check", help="which isolation layers the code sandbox has on this host",
+                       add_help=False)
+    p.add_argument("sandbox_args", nargs=argparse.REMAINDER, help="passed to the sandbox check")
+    p.set_defaults(func=cmd_sandbox_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sandbox-check"]:
+        # Everything after it belongs to the check (argparse's REMAINDER mis-parses leading options).
+        args = argparse.Namespace(func=cmd_sandbox_check, sandbox_args=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; no output written", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `grpo-rewards schema | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
