@@ -1,0 +1,146 @@
+"""A `CompositeReward` as TRL `GRPOTrainer` reward functions.
+
+TRL calls each reward function on its own (`reward_func(prompts=, completions=,
+completion_ids=, **dataset_columns, trainer_state=, log_extra=, log_metric=)`) and logs
+`rewards/<func.__name__>/mean`. We give TRL one function per scorer, so every scorer shows up
+in its logs, and weight them with `reward_weights` exactly as our own total does (TRL's
+`nansum` of weighted rewards equals our sum over the scorers that returned a value).
+
+Scorers may read the results of earlier scorers (a length reward conditioned on correctness),
+so the functions of one composite share a batch cache: the first one TRL calls on a batch
+scores the whole composite once, and the others read their column from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from grpo_rewards.scorer import Sample
+
+if TYPE_CHECKING:
+    from grpo_rewards.compose import CompositeReward, RewardBatch
+
+# Keyword arguments TRL passes that are trainer machinery, not dataset columns.
+TRAINER_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def samples_from_trl(prompts: Sequence[Any], completions: Sequence[Any],
+                     completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[Sample]:
+    """TRL's keyword call as `Sample`s: dataset columns become each sample's `reference`.
+
+    A column is a keyword whose value is a list with one entry per completion; anything else
+    (the trainer state, logging callbacks, scalars) is not a dataset field and is left out.
+    """
+    n = len(completions)
+    if prompts is None:
+        prompts = [""] * n
+    if len(prompts) != n:
+        raise ValueError(f"got {len(prompts)} prompts for {n} completions")
+    columns = {k: v for k, v in kwargs.items()
+               if k not in TRAINER_KWARGS and isinstance(v, (list, tuple)) and len(v) == n}
+    if completion_ids is not None and len(completion_ids) == n:
+        columns.setdefault("completion_ids", completion_ids)
+    return [Sample(prompts[i], completions[i], {k: v[i] for k, v in columns.items()}) for i in range(n)]
+
+
+def _batch_key(samples: Sequence[Sample]) -> str:
+    """A digest of the batch content: equal batches (same prompts, completions, references) share it."""
+    digest = hashlib.blake2b(digest_size=16)
+    for s in samples:
+        item = [s.prompt, s.completion, dict(s.reference)]
+        try:  # repr fallback: dataset columns may hold values json cannot encode (numpy, tensors)
+            text = json.dumps(item, sort_keys=True, default=repr)
+        except (TypeError, ValueError):  # e.g. dict keys of mixed types cannot be sorted
+            text = repr(item)
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+class _Pending:
+    """A batch being scored by one thread; the others wait on it instead of scoring it again."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.batch: RewardBatch | None = None
+        self.error: BaseException | None = None
+
+
+class BatchCache:
+    """The latest scored batches of one composite, keyed by content; safe to use from threads."""
+
+    def __init__(self, composite: CompositeReward, keep: int = 2) -> None:
+        self.composite = composite
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Pending] = OrderedDict()
+        self.scored_batches = 0  # how many times the composite actually ran (tests, diagnostics)
+
+    def get(self, samples: list[Sample]) -> RewardBatch:
+        key = _batch_key(samples)
+        with self._lock:
+            entry = self._entries.get(key)
+            owner = entry is None or entry.error is not None  # a failed batch is retried
+            if owner:
+                entry = self._entries[key] = _Pending()
+                while len(self._entries) > self.keep:
+                    self._entries.popitem(last=False)
+            self._entries.move_to_end(key)
+        assert entry is not None
+        if owner:
+            try:
+                entry.batch = self.composite.score(samples)
+                with self._lock:
+                    self.scored_batches += 1
+            except BaseException as exc:
+                entry.error = exc
+                raise
+            finally:
+                entry.done.set()
+        else:
+            entry.done.wait()
+            if entry.error is not None:
+                raise entry.error
+        assert entry.batch is not None
+        return entry.batch
+
+    def __getstate__(self) -> dict[str, Any]:  # locks and events do not pickle; the cache is empty after
+        return {"composite": self.composite, "keep": self.keep, "scored_batches": 0}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["composite"], state["keep"])  # type: ignore[misc]
+
+
+class TrlRewardFunction:
+    """One scorer's column of the composite, called the way TRL calls a reward function.
+
+    `__name__` is the scorer's alias: TRL names its metrics after it.
+    """
+
+    def __init__(self, alias: str, cache: BatchCache) -> None:
+        self.__name__ = self.__qualname__ = alias
+        self.alias = alias
+        self.cache = cache
+
+    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
+                 completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
+        samples = samples_from_trl(prompts, list(completions), completion_ids, **kwargs)
+        if not samples:
+            return []
+        batch = self.cache.get(samples)
+        return [score.value for score in batch.scores[self.alias]]
+
+    def __repr__(self) -> str:
+        return f"<TRL reward function {self.alias!r}>"
+
+
+def trl_reward_functions(composite: CompositeReward) -> tuple[list[TrlRewardFunction], list[float]]:
+    """`(reward_funcs, reward_weights)` for `GRPOTrainer(reward_funcs=...)` and `GRPOConfig(reward_weights=...)`."""
+    cache = BatchCache(composite)
+    return [TrlRewardFunction(alias, cache) for alias in composite.aliases], list(composite.weights)
+
