@@ -176,3 +176,48 @@ def load_splits(data: Any, seed: int) -> tuple[list[dict[str, Any]], list[dict[s
     if not train:
         raise UserError(f"{where}: no training records left after holding out {data.eval_size} for eval")
     return train, evals
+
+
+class PromptSampler:
+    """Seeded epoch order of prompt indices; each call hands this rank its slice of one global batch.
+
+    Every rank draws the same permutation, takes consecutive whole prompts (so a group of G
+    completions never spans ranks), and the tail of an epoch too short for a batch is dropped.
+    `state()`/`load_state()` make resumption exact.
+    """
+
+    def __init__(self, size: int, prompts_per_rank: int, world_size: int, rank: int, seed: int,
+                 shuffle: bool = True) -> None:
+        self.size, self.per_rank, self.world, self.rank = size, prompts_per_rank, world_size, rank
+        self.seed, self.shuffle = seed, shuffle
+        self.global_batch = prompts_per_rank * world_size
+        if self.global_batch > size:
+            raise UserError(f"one step needs {self.global_batch} prompts ({prompts_per_rank} per rank x "
+                            f"{world_size} ranks) but the training set has {size}")
+        self.epoch, self.position = 0, 0
+        self._order = self._permutation()
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.size // self.global_batch
+
+    def _permutation(self) -> list[int]:
+        order = list(range(self.size))
+        if self.shuffle:
+            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+        return order
+
+    def next(self) -> list[int]:
+        if self.position + self.global_batch > self.size:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._permutation()
+        start = self.position + self.rank * self.per_rank
+        self.position += self.global_batch
+        return self._order[start:start + self.per_rank]
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state(self, state: dict[str, int]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self._order = self._permutation()

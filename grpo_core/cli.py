@@ -1,0 +1,49 @@
+"""`grpo-train CONFIG [--set key=value ...] [--resume]`.
+
+Exit codes: 0 done; 2 bad config or input (every problem listed, no traceback);
+130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint (continue with --resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+from grpo_rewards.errors import UserError
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="grpo-train", description="Train a causal LM with GRPO.")
+    parser.add_argument("config", help="training config (YAML, TOML or JSON)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config value, e.g. --set max_steps=10 --set model.dtype=bfloat16 "
+                             "(values parsed as YAML; repeatable)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest checkpoint in output_dir (starts afresh if none)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        from grpo_core.config import load_config
+
+        config = load_config(args.config, args.overrides)
+        from grpo_core.trainer import train
+
+        summary = train(config, resume=args.resume)
+    except UserError as exc:
+        print(f"grpo-train: {exc}", file=sys.stderr)
+        return 2
+    if summary.get("interrupted"):
+        print(f"grpo-train: stopped by {summary['interrupted']} at step {summary['step']}; checkpoint saved in "
+              f"{summary['output_dir']} (continue with --resume)", file=sys.stderr)
+        return 128 + signal.Signals[summary["interrupted"]].value
+    print(json.dumps({k: summary[k] for k in ("step", "eval", "final_model", "plot", "metrics_file") if k in summary}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

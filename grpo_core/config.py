@@ -1,0 +1,277 @@
+"""TrainConfig: the whole training run, validated completely before any model is loaded.
+
+Names follow TRL's `GRPOConfig` where the concept is the same. `load_config` reads YAML/TOML/JSON,
+applies `--set a.b=value` overrides (values parsed as YAML), validates the `rewards` section as a
+`RewardSpec` and everything else with pydantic, and raises one `ConfigError` that lists every
+problem with its file, line and path.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from grpo_rewards.errors import ConfigError, Problem, UnknownNameError
+from grpo_rewards.registry import Registry, get_registry, load_registry
+from grpo_rewards.spec import LineOf, RewardSpec, _pydantic_problems, read_structured_file, validate_spec
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ModelConfig(_Section):
+    name_or_path: str | None = Field(None, description="Local Hugging Face model directory (or hub name when online).")
+    config: dict[str, Any] | None = Field(
+        None, description="HF config kwargs (with `model_type`) to build a model from scratch instead.")
+    tokenizer: str | None = Field(
+        None, description="Tokenizer directory/name, or `builtin:NAME`; defaults to `name_or_path`.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype.")
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
+    trust_remote_code: bool = Field(False, description="Allow model code shipped with the checkpoint.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if (self.name_or_path is None) == (self.config is None):
+            raise ValueError("give exactly one of `name_or_path` or `config`")
+        if self.config is not None and self.tokenizer is None:
+            raise ValueError("a model built from `config` needs a `tokenizer`")
+        return self
+
+
+class DataConfig(_Section):
+    task: str | None = Field(None, description="A built-in task name (see grpo_core/tasks.py).")
+    path: str | None = Field(None, description="A .jsonl (or .json/.parquet/.csv) file of records.")
+    dataset: str | None = Field(None, description="A Hugging Face `datasets` name or directory, read offline.")
+    dataset_config: str | None = Field(None, description="The `datasets` configuration name.")
+    split: str = Field("train", description="Training split of `dataset`.")
+    eval_path: str | None = Field(None, description="A separate file of held-out eval records.")
+    eval_split: str | None = Field(None, description="Held-out split of `dataset` for eval.")
+    eval_size: int = Field(0, ge=0, description="Eval prompts (held out from train when no eval source is given).")
+    train_size: int | None = Field(None, ge=1, description="Use at most this many training records.")
+    prompt_field: str = Field("prompt", description="Column holding the prompt (text or chat messages).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Options of the built-in task.")
+    shuffle: bool = Field(True, description="Shuffle prompts every epoch (seeded).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        if sum(x is not None for x in (self.task, self.path, self.dataset)) != 1:
+            raise ValueError("give exactly one of `task`, `path` or `dataset`")
+        return self
+
+
+class TrainConfig(_Section):
+    model: ModelConfig
+    data: DataConfig
+    rewards: RewardSpec = Field(description="The reward spec (inline, or a path to a spec file).")
+    plugins: list[str] = Field(default_factory=list, description="Extra scorer plugin modules to import.")
+    # GRPO
+    num_generations: int = Field(8, ge=2, description="Completions per prompt (G).")
+    beta: float = Field(0.04, ge=0, description="KL coefficient; 0 means no reference model is loaded.")
+    epsilon: float = Field(0.2, gt=0, lt=1, description="Lower clip range of the ratio.")
+    epsilon_high: float | None = Field(None, gt=0, description="Upper clip range; defaults to `epsilon`.")
+    num_iterations: int = Field(1, ge=1, description="Optimizer steps per generation batch (mu).")
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field("dapo", description="Loss normalisation.")
+    importance_sampling_level: Literal["token", "sequence"] = Field("token", description="`sequence` is GSPO.")
+    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Advantage scaling; none: Dr. GRPO.")
+    # Generation
+    temperature: float = Field(0.9, gt=0, description="Sampling temperature (also divides logits in the loss).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables it.")
+    max_prompt_length: int = Field(512, ge=1, description="Prompts are truncated on the left to this many tokens.")
+    max_completion_length: int = Field(256, ge=1, description="Most tokens generated per completion.")
+    mask_truncated_completions: bool = Field(False, description="Leave completions without EOS out of the loss.")
+    # Optimisation
+    learning_rate: float = Field(1e-6, gt=0, description="Peak learning rate (AdamW).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    adam_beta2: float = Field(0.999, ge=0, lt=1, description="AdamW beta2.")
+    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping; 0 disables it.")
+    lr_scheduler_type: Literal["constant", "linear", "cosine", "constant_with_warmup"] = Field(
+        "linear", description="Learning-rate schedule (transformers.get_scheduler).")
+    warmup_steps: int = Field(0, ge=0, description="Warm-up steps of the schedule.")
+    per_device_train_batch_size: int = Field(8, ge=1, description="Completions per micro-batch per device.")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    max_steps: int | None = Field(None, ge=1, description="Optimizer steps; overrides `num_train_epochs`.")
+    num_train_epochs: float = Field(1.0, gt=0, description="Passes over the prompts when `max_steps` is unset.")
+    seed: int = Field(42, description="Seed of model init, data order and sampling.")
+    # Runtime
+    device: Literal["auto", "cpu", "cuda", "mps"] = Field("auto", description="auto: cuda > mps > cpu.")
+    bf16: bool | None = Field(None, description="bf16 autocast; null: on for CUDA with bf16 support, off elsewhere.")
+    logprob_chunk_mib: int = Field(64, ge=1, description="Memory budget of one chunk of lm_head logits.")
+    output_dir: str = Field("outputs/grpo", description="Where metrics, checkpoints and the plot go.")
+    overwrite_output_dir: bool = Field(False, description="Start afresh even if output_dir has checkpoints.")
+    disable_dropout: bool = Field(True, description="Zero dropout so training log-probs match sampling.")
+    logging_steps: int = Field(1, ge=1, description="Log metrics every N steps.")
+    save_steps: int = Field(0, ge=0, description="Checkpoint every N steps; 0: only at the end and on a signal.")
+    save_total_limit: int | None = Field(2, ge=1, description="Keep at most this many checkpoints.")
+    report_to: list[Literal["tensorboard"]] = Field(default_factory=list, description="Extra metric sinks.")
+    plot: bool = Field(True, description="Write metrics.png at the end.")
+    progress: bool = Field(True, description="Show a live progress bar (rank 0).")
+    # Evaluation
+    eval_steps: int = Field(0, ge=0, description="Evaluate every N steps (and at start and end); 0 disables it.")
+    eval_do_sample: bool = Field(False, description="Sample at eval (with `temperature`) instead of greedy.")
+    eval_batch_size: int = Field(64, ge=1, description="Prompts per eval generate call.")
+
+    @property
+    def clip_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @property
+    def generation_batch_size(self) -> int:
+        """Completions generated per rank per generation (one optimizer step's worth, as in TRL)."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> TrainConfig:
+        if self.generation_batch_size % self.num_generations:
+            raise ValueError(
+                f"per_device_train_batch_size * gradient_accumulation_steps ({self.generation_batch_size}) "
+                f"must be divisible by num_generations ({self.num_generations}), so groups are whole")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> list[Problem]:
+    """Apply `a.b.c=value` (value parsed as YAML) in place; returns problems with malformed ones."""
+    problems = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem(item, "an override must look like key.path=value", "--set"))
+            continue
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[parts[-1]] = value
+    return problems
+
+
+def scorer_registry(plugins: list[str]) -> Registry:
+    """The registry a config's rewards resolve against (built-ins, entry points and `plugins`)."""
+    registry, problems = _plugin_registry(plugins, lambda loc: None, None)
+    if problems:
+        raise ConfigError(problems, "training config")
+    return registry
+
+
+def _plugin_registry(names: Any, line_of: LineOf, source: str | None) -> tuple[Registry, list[Problem]]:
+    if not names:
+        return get_registry(), []
+    problems, modules = [], []
+    for i, name in enumerate(names if isinstance(names, list) else []):
+        try:
+            modules.append(importlib.import_module(str(name)))
+        except Exception as exc:  # noqa: BLE001 - any import failure is the user's plugin
+            problems.append(Problem(f"plugins[{i}]", f"cannot import {name!r}: {exc}", source, line_of(("plugins", i))))
+    return load_registry(extra_plugins=modules), problems
+
+
+def _rewards_problems(data: dict[str, Any], base: Path, registry: Registry, source: str | None,
+                      line_of: LineOf) -> tuple[RewardSpec | None, list[Problem]]:
+    rewards = data.get("rewards")
+    if rewards is None:
+        return None, [Problem("rewards", "missing: a reward spec inline or a path to one", source, line_of(()))]
+    if isinstance(rewards, str):  # a path, relative to the config file
+        path = Path(rewards) if Path(rewards).is_absolute() else base / rewards
+        try:
+            spec_data, spec_lines = read_structured_file(path, "reward spec")
+        except ConfigError as exc:
+            return None, exc.problems
+        return validate_spec(spec_data, registry, source=str(path), line_of=spec_lines)
+    return validate_spec(rewards, registry, source=source, line_of=line_of, path_prefix="rewards",
+                         loc_prefix=("rewards",))
+
+
+def _data_problems(data: DataConfig, base: Path, source: str | None, line_of: LineOf) -> list[Problem]:
+    from grpo_core.data import get_task
+
+    problems = []
+    if data.task is not None:
+        try:
+            task = get_task(data.task)
+        except UnknownNameError as exc:
+            return [Problem("data.task", str(exc), source, line_of(("data", "task")))]
+        if task.params is not None:
+            try:
+                task.params.model_validate(data.options)
+            except ValidationError as exc:
+                problems += _pydantic_problems(exc, ("data", "options"), "", source, line_of)
+    for key in ("path", "eval_path"):
+        value = getattr(data, key)
+        if value is not None:
+            full = Path(value) if Path(value).is_absolute() else base / value
+            if not full.is_file():
+                problems.append(Problem(f"data.{key}", f"no such file: {full}", source, line_of(("data", key))))
+            else:
+                setattr(data, key, str(full))
+    return problems
+
+
+def _model_problems(model: ModelConfig, source: str | None, line_of: LineOf) -> list[Problem]:
+    if model.config is None:
+        return []
+    from transformers import AutoConfig
+
+    kwargs = dict(model.config)
+    model_type = kwargs.pop("model_type", None)
+    where = ("model", "config", "model_type")
+    if not isinstance(model_type, str):
+        return [Problem("model.config.model_type", "missing: the HF model type (llama, qwen2, gpt2, ...)",
+                        source, line_of(where))]
+    try:
+        AutoConfig.for_model(model_type, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - transformers raises ValueError/KeyError for unknown types
+        return [Problem("model.config.model_type", f"cannot build a config: {exc}", source, line_of(where))]
+    return []
+
+
+def validate_config(data: Any, source: str | None = None, line_of: LineOf | None = None,
+                    base: Path | None = None) -> TrainConfig:
+    """Validate plain config data; raises one `ConfigError` listing every problem."""
+    line_of = line_of or (lambda loc: None)
+    base = base or Path.cwd()
+    if not isinstance(data, dict):
+        raise ConfigError([Problem("", f"a training config must be a mapping, got {type(data).__name__}", source)],
+                          "training config")
+    registry, problems = _plugin_registry(data.get("plugins"), line_of, source)
+    spec, reward_problems = _rewards_problems(data, base, registry, source, line_of)
+    problems += reward_problems
+    config = None
+    try:
+        config = TrainConfig.model_validate({**data, "rewards": spec.model_dump() if spec else {"scorers": []}})
+    except ValidationError as exc:
+        for p in _pydantic_problems(exc, (), "", source, line_of):
+            if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
+                problems.append(p)
+    if config is not None:
+        problems += _data_problems(config.data, base, source, line_of)
+        problems += _model_problems(config.model, source, line_of)
+    if problems:
+        raise ConfigError(problems, "training config")
+    assert config is not None and spec is not None
+    config.rewards = spec  # params validated by each scorer's Params
+    return config
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+    """Read, override and validate a training config file."""
+    data, line_of = read_structured_file(path, "training config")
+    data = data if data is not None else {}
+    problems = apply_overrides(data, list(overrides or [])) if isinstance(data, dict) else []
+    if problems:
+        raise ConfigError(problems, "training config")
+    return validate_config(data, str(path), line_of, Path(path).resolve().parent)

@@ -1,0 +1,106 @@
+"""Helpers of the grpo_core tests: a character tokenizer, a tiny Llama config, prompt data, and a
+scorer plugin module (importable as `_grpo_core_helpers` with tests/ on the path) whose rewards
+are cheap, deterministic and learnable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_core.data import register_tokenizer
+from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.scorer import Score, Scorer
+
+TESTS = Path(__file__).resolve().parent
+CHARS = list("0123456789+=abcxyz ")
+SPECIALS = ["<pad>", "<eos>", "<unk>"]
+
+
+@register_tokenizer("test_chars")
+def char_tokenizer() -> Any:
+    """One token per character; <eos> separate from <pad>."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + CHARS)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+@register_tokenizer("test_chars_pad_eos")
+def char_tokenizer_pad_is_eos() -> Any:
+    tokenizer = char_tokenizer()
+    tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+class CharFraction(Scorer):
+    """Fraction of completion characters equal to `char` (None for an empty completion)."""
+
+    name = "test_char_fraction"
+
+    def score(self, samples, results=None):
+        out = []
+        for s in samples:
+            text = s.completion_text
+            out.append(Score(text.count("a") / len(text)) if text else Score.unscorable("empty"))
+        return out
+
+
+class StartsWithAnswer(Scorer):
+    """1 when the completion starts with the reference answer."""
+
+    name = "test_starts_with_answer"
+
+    def score(self, samples, results=None):
+        return [Score(float(s.completion_text.strip().startswith(str(s.reference.get("answer"))))) for s in samples]
+
+
+@hookimpl
+def grpo_rewards_scorers():
+    return [CharFraction, StartsWithAnswer]
+
+
+def tiny_llama(**overrides: Any) -> dict[str, Any]:
+    return {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+            "tie_word_embeddings": True, **overrides}
+
+
+def write_prompts(path: Path, n: int = 64) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            a, b = i % 10, (i * 7) % 10
+            f.write(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n")
+    return path
+
+
+def base_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
+    config = {
+        "plugins": ["_grpo_core_helpers"],
+        "model": {"config": tiny_llama(), "tokenizer": "builtin:test_chars"},
+        "data": {"path": str(write_prompts(tmp_path / "prompts.jsonl")), "eval_size": 8},
+        "rewards": {"scorers": [{"scorer": "test_char_fraction", "name": "a_frac"},
+                                {"scorer": "test_starts_with_answer", "name": "correct", "weight": 0.5}]},
+        "num_generations": 4, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+        "max_completion_length": 8, "max_prompt_length": 16, "learning_rate": 3e-3, "beta": 0.04,
+        "max_steps": 4, "seed": 0, "output_dir": str(tmp_path / "run"), "progress": False, "plot": False,
+        "lr_scheduler_type": "constant", "device": "cpu",
+    }
+    for key, value in overrides.items():
+        node, parts = config, key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return config
+
+
+def write_config(tmp_path: Path, name: str = "config.yaml", **overrides: Any) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(base_config(tmp_path, **overrides), sort_keys=False), encoding="utf-8")
+    return path
