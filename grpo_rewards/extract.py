@@ -27,20 +27,40 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
-def boxed_all(text: str) -> list[str]:
-    """Contents of every `\\boxed{...}` / `\\fbox{...}` (and the brace-less `\\boxed 5`), in order."""
+def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of every `\\boxed{...}` / `\\fbox{...}` and brace-less `\\boxed 5`."""
     found = []
     for m in _BOXED.finditer(text):
         end = m.end()
         if end < len(text) and text[end] == "{":
             content = _balanced(text, end)
             if content is not None:
-                found.append(content)
+                found.append((m.start(), end + len(content) + 2, content))
         elif m.group(0).endswith((" ", "\t")) or (end < len(text) and text[end].isalnum()):
             token = re.match(r"[^\s$]+", text[end:])
             if token:
-                found.append(token.group(0))
+                found.append((m.start(), end + token.end(), token.group(0)))
     return found
+
+
+def boxed_all(text: str) -> list[str]:
+    """Contents of every `\\boxed{...}` / `\\fbox{...}` (and the brace-less `\\boxed 5`), in order."""
+    return [content for _, _, content in _boxed_spans(text)]
+
+
+def final_boxed(text: str, max_gap: int = 40) -> str | None:
+    """The last boxed answer; several boxes in a row on one line (`\\boxed{1} and \\boxed{2}`) are
+    one answer with several parts, joined with ", " as math-verify joins them."""
+    spans = [s for s in _boxed_spans(text) if s[2].strip()]
+    if not spans:
+        return None
+    group = [spans[-1]]
+    for span in reversed(spans[:-1]):
+        gap = text[span[1] : group[0][0]]
+        if "\n" in gap or len(gap) > max_gap:
+            break
+        group.insert(0, span)
+    return ", ".join(content.strip() for _, _, content in group)
 
 
 def last_boxed(text: str) -> str | None:
@@ -110,7 +130,9 @@ def strip_math_delimiters(text: str) -> str:
     return text
 
 
-_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_INLINE_MATH = re.compile(
+    r"\$\$([^$]+)\$\$|(?<!\\)\$((?:\\\$|[^$])+)\$|\\\(((?:(?!\\\)).)+)\\\)|\\\[((?:(?!\\\]).)+)\\\]", re.DOTALL
+)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|;|\n")
 # A word (3+ letters) not part of a LaTeX command: "18 dollars" has one, "\frac{1}{2}" has none.
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
@@ -136,7 +158,8 @@ def clean_answer(text: str) -> str | None:
 
 
 _ANSWER_PHRASE = re.compile(
-    r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)", re.IGNORECASE
+    r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)|\banswer[ \t]+(?=\$|\\\(|\\\[)",
+    re.IGNORECASE,
 )
 
 
@@ -146,7 +169,10 @@ def answer_phrase(text: str) -> str | None:
     matches = list(_ANSWER_PHRASE.finditer(text))
     if not matches:
         return None
-    rest = text[matches[-1].end() :]
+    rest = strip_emphasis(text[matches[-1].end() :].lstrip())
+    math = _INLINE_MATH.match(rest)
+    if math:  # a display block may span lines
+        return clean_answer(math.group(0))
     lines = [line for line in rest.split("\n") if line.strip()]
     return clean_answer(lines[0]) if lines else None
 
@@ -165,7 +191,12 @@ def gsm8k_answer(text: str) -> str | None:
 
 def bare_answer(text: str, max_chars: int = 60) -> str | None:
     """The whole text, when it is nothing but a short answer (`42`, `$\\frac{1}{2}$`, `**x = 3**`)."""
-    text = strip_emphasis(strip_math_delimiters(strip_emphasis(text))).rstrip(".").strip()
+    text = strip_emphasis(text).rstrip(".").strip()
+    math = _INLINE_MATH.fullmatch(text)
+    if math:  # one math region and nothing else: its content, prose-like or not (`$\\text{Even}$`)
+        inner = next(g for g in math.groups() if g is not None).strip()
+        return inner or None
+    text = strip_emphasis(text)
     if not text or len(text) > max_chars or "\n" in text or _PROSE_WORD.search(text):
         return None
     return text

@@ -37,7 +37,7 @@ class MathAccuracyParams(BaseModel):
     extract: list[Extract] = Field(
         ["boxed", "answer_tag", "phrase", "gsm8k", "bare"], min_length=1,
         description="Where to find the answer, tried in order, first hit wins: `boxed` (last `\\boxed{}`), "
-        "`answer_tag` (last `<answer>` block), `phrase` (after \"final answer is\" / \"The answer is\" / "
+        "(several boxes on one line are one answer), `answer_tag` (last `<answer>` block), `phrase` (after \"final answer is\" / \"The answer is\" / "
         "\"Answer:\"), `gsm8k` (after `####`), `bare` (the whole completion is a short answer), "
         "`last_number`, `whole` (let math-verify search the whole text, as open-r1 does).",
     )
@@ -96,12 +96,12 @@ class MathAccuracy(Scorer):
 
     def _extract_one(self, method: str, text: str) -> str | None:
         if method == "boxed":
-            return (extract.last_boxed(text) or "").strip() or None
+            return extract.final_boxed(text)
         if method == "answer_tag":
             block = extract.tag_block(text, self.params.answer_tag)
             if block is None:
                 return None
-            return extract.last_boxed(block) or extract.answer_phrase(block) or extract.clean_answer(block)
+            return extract.final_boxed(block) or extract.answer_phrase(block) or extract.clean_answer(block)
         if method == "phrase":
             return extract.answer_phrase(text)
         if method == "gsm8k":

@@ -12,12 +12,15 @@ alarm does not always stop).
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from grpo_rewards.workers import SoftTimeout
 
 _GOLD_CACHE_SIZE = 1024
+# Math delimiters or a box: math-verify finds the expression itself. `\$` is a dollar sign.
+_DELIMITED = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")
 _ANSWER_CACHE_SIZE = 4096
 
 
@@ -70,7 +73,7 @@ def _parse_answer(text: str, opts: CheckOptions, is_gold: bool) -> list[Any]:
     raw = (opts.gold_mode == "raw") if is_gold else (opts.answer_mode == "whole")
     if raw:
         return _parse(text, opts.match_types)
-    delimited = any(d in text for d in ("$", "\\boxed", "\\(", "\\["))
+    delimited = _DELIMITED.search(text) is not None
     # A bare answer ("\frac12", "(1,2]") is not found by math-verify's latex search without
     # delimiters; inside \boxed{} it is, and boxed normalisation applies.
     candidates = [text] if delimited else ["\\boxed{" + text + "}", text]
