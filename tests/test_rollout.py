@@ -1,0 +1,115 @@
+"""Rollouts: the completion mask from the first EOS (pad may equal EOS), left padding, generation."""
+
+from __future__ import annotations
+
+import torch
+
+from _grpo_core_helpers import char_tokenizer, char_tokenizer_pad_is_eos
+from grpo_core.loss import CompletionLogprobs, grpo_loss
+from grpo_core.rollout import (
+    Rollout, completion_mask, decode_completions, encode_prompts, generate, generation_config, left_pad)
+
+EOS = 9
+
+
+def test_mask_runs_through_the_first_eos_inclusive():
+    ids = torch.tensor([[3, 4, EOS, 5, EOS], [EOS, 1, 1, 1, 1], [3, 3, 3, 3, 3], [3, 3, 3, 3, EOS]])
+    mask = completion_mask(ids, torch.tensor([EOS]))
+    assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 1, 1, 1]]
+
+
+def test_mask_when_pad_equals_eos_and_with_several_eos_ids():
+    # pad == EOS: everything after the first EOS is padding that looks like EOS; only the first counts
+    ids = torch.tensor([[3, EOS, EOS, EOS], [3, 4, 7, EOS]])
+    assert completion_mask(ids, torch.tensor([EOS])).tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert completion_mask(ids, torch.tensor([EOS, 7])).tolist() == [[1, 1, 0, 0], [1, 1, 1, 0]]
+
+
+def test_left_padding_and_left_truncation_of_prompts():
+    tokenizer = char_tokenizer()
+    rows = encode_prompts(["1+2=", "12345678+9="], tokenizer, max_prompt_length=5)
+    assert tokenizer.decode(rows[1]) == "678+9="[-5:]  # the end is kept: it is what the model continues
+    ids, mask = left_pad(rows, tokenizer.pad_token_id, torch.device("cpu"))
+    assert mask.tolist() == [[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]]
+    assert ids[0, 0].item() == tokenizer.pad_token_id
+    assert tokenizer.decode(ids[0, 1:]) == "1+2="
+
+
+def test_chat_prompts_go_through_the_chat_template():
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}={% endfor %}"
+    rows = encode_prompts([[{"role": "user", "content": "1+2"}]], tokenizer, 16)
+    assert tokenizer.decode(rows[0]) == "1+2="
+
+
+def eos_happy_model(tokenizer, eos_logit: float):
+    """A tiny random Llama whose output head favours EOS by `eos_logit`, so completions end at varied lengths."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    model = LlamaForCausalLM(config)
+    head = model.lm_head
+    model.lm_head = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+    with torch.no_grad():
+        model.lm_head.weight.copy_(head.weight)
+        model.lm_head.bias.zero_()
+        model.lm_head.bias[tokenizer.eos_token_id] = eos_logit
+    return model
+
+
+def test_generate_with_pad_equal_to_eos_gives_masks_that_end_at_the_first_eos():
+    tokenizer = char_tokenizer_pad_is_eos()
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id
+    model = eos_happy_model(tokenizer, eos_logit=1.5)
+    eos = torch.tensor([tokenizer.eos_token_id])
+    rows = encode_prompts(["1+2=", "3+4=", "5="], tokenizer, 8)
+    prompt_ids, prompt_mask = left_pad([r for r in rows for _ in range(8)], tokenizer.pad_token_id,
+                                       torch.device("cpu"))
+    config = generation_config(tokenizer, [tokenizer.eos_token_id], 12, True, temperature=1.0, top_p=1.0, top_k=0)
+    torch.manual_seed(1)
+    ids, mask = generate(model, prompt_ids, prompt_mask, config, eos)                     # (24, C)
+    lengths = mask.sum(-1)
+    assert lengths.min() < lengths.max()  # ragged, so the test means something
+    assert ids.size(1) == lengths.max()   # trimmed to the longest completion
+    for row, n in zip(ids, lengths.tolist()):
+        first = (row == tokenizer.eos_token_id).nonzero()
+        if len(first):
+            assert n == first[0].item() + 1  # EOS included
+        assert (row[n:] == tokenizer.pad_token_id).all()
+    assert not ids.is_inference() and not mask.is_inference()
+    texts = decode_completions(tokenizer, ids, mask)
+    assert all("<eos>" not in t for t in texts) and len(texts) == 24
+
+
+def test_the_eos_token_is_trained():
+    """The log-prob of the EOS gets gradient; the pads after it (equal to EOS) get none."""
+    tokenizer = char_tokenizer_pad_is_eos()
+    model = eos_happy_model(tokenizer, eos_logit=0.0)
+    eos = tokenizer.eos_token_id
+    prompt_ids, prompt_mask = left_pad(encode_prompts(["1+2=", "3="], tokenizer, 8), eos, torch.device("cpu"))
+    completion_ids = torch.tensor([[5, eos, eos, eos], [5, 6, 7, eos]])
+    mask = completion_mask(completion_ids, torch.tensor([eos]))
+    rollout = Rollout(prompt_ids, prompt_mask, completion_ids, mask, torch.tensor([1.0, -1.0]))
+    logps, _ = CompletionLogprobs(model, 1.0, 64)(rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
+                                                  rollout.completion_mask)
+    logps.retain_grad()
+    loss, _ = grpo_loss(logps, None, None, rollout.advantages, mask, loss_type="bnpo", beta=0.0, epsilon=0.2,
+                        epsilon_high=0.2)
+    loss.backward()
+    grad = logps.grad
+    assert grad[0, 1] != 0 and grad[1, 3] != 0       # the EOS positions
+    assert (grad[0, 2:] == 0).all()                  # pads after the EOS
+    assert model.lm_head.bias.grad[eos] != 0
+
+
+def test_rollout_rows_trim_columns_to_the_micro_batch():
+    ids = torch.tensor([[1, 9, 9, 9], [1, 2, 9, 9], [1, 2, 3, 4]])
+    mask = completion_mask(ids, torch.tensor([9]))
+    rollout = Rollout(torch.ones(3, 2, dtype=torch.long), torch.ones(3, 2, dtype=torch.long), ids, mask,
+                      torch.zeros(3), old_logps=torch.randn(3, 4))
+    part = rollout.rows(0, 2)
+    assert part.completion_ids.shape == (2, 3) and part.old_logps.shape == (2, 3)
+    assert rollout.rows(2, 3).completion_ids.shape == (1, 4)
