@@ -25,7 +25,7 @@ from rich.text import Text
 
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.errors import ConfigError, Problem, UserError
-from grpo_rewards.registry import Registry, load_registry
+from grpo_rewards.registry import BUILTIN_PLUGINS, Registry, load_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.spec import spec_json_schema
 
@@ -173,10 +173,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         }, indent=2, default=repr))
         return 0
     table = Table(title="Scorers", show_lines=True)
-    for column in ("name", "plugin", "description", "params (defaults)"):
-        table.add_column(column, overflow="fold")
+    table.add_column("name", no_wrap=True)
+    table.add_column("plugin", no_wrap=True)
+    table.add_column("description", overflow="fold", ratio=3)
+    table.add_column("params (defaults)", overflow="fold", ratio=2)
     for entry in sorted(registry.scorers.values(), key=lambda e: e.name):
-        table.add_row(Text(entry.name), Text(entry.plugin), Text(entry.cls.description()),
+        # Built-ins are plugins named after their module; drop the package prefix to save width.
+        plugin = entry.plugin.removeprefix("grpo_rewards.") if entry.plugin in BUILTIN_PLUGINS else entry.plugin
+        table.add_row(Text(entry.name), Text(plugin), Text(entry.cls.description()),
                       Text(_param_lines(entry.cls.Params)))
     console = _stdout()
     console.print(table)
@@ -215,7 +219,9 @@ def _scored_batches(reward: CompositeReward, records: list[dict[str, Any]], batc
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=_stderr(), disable=not show_progress) as progress:
+    console = _stderr()
+    # Off when stderr is not a terminal: rich would print one stale bar at the end into the log.
+    with Progress(*columns, console=console, disable=not (show_progress and console.is_terminal)) as progress:
         task = progress.add_task("scoring", total=len(records))
         for start in range(0, len(records), batch_size):
             chunk = records[start:start + batch_size]

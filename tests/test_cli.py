@@ -247,3 +247,26 @@ def test_sandbox_check_runs_the_sandbox_modules_main(capsys):
     via_cli = run_cli("sandbox-check")
     assert via_cli.returncode == direct.returncode
     assert "Traceback" not in via_cli.stderr
+
+
+@pytest.mark.timeout(300)
+def test_bundled_examples_score_as_their_notes_say(tmp_path, capsys):
+    """The quickstart's job: examples/rewards.yaml on examples/completions.jsonl (built-in scorers)."""
+    from reward_helpers import REPO
+
+    out = tmp_path / "scores.jsonl"
+    assert main(["score", "--spec", str(REPO / "examples/rewards.yaml"), "--input",
+                 str(REPO / "examples/completions.jsonl"), "--output", str(out), "--no-progress"]) == 0
+    inputs = [json.loads(line) for line in (REPO / "examples/completions.jsonl").read_text().splitlines()]
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(results) == len(inputs) >= 30
+    for record, result in zip(inputs, results, strict=True):
+        assert result["id"] == record["id"]
+        if record["note"] in ("template, correct", "chat messages"):
+            assert result["scores"]["correct"] == 1.0 and result["scores"]["format"] == 1.0, record
+        if record["note"].startswith("template, wrong"):
+            assert result["scores"]["correct"] == 0.0 and result["scores"]["format"] == 1.0, record
+        if record["note"] in ("GSM8K style", "boxed, no template", "equivalent form 0.875"):
+            assert result["scores"]["correct"] == 1.0, record
+    summary = capsys.readouterr().out
+    assert "correct" in summary and "brevity" in summary
