@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,14 @@ KEYWORDS_PLUGIN = REPO / "plugins" / "grpo-rewards-keywords"
 
 
 def pip_install(project: Path, target: Path) -> Path:
-    """A real, non-editable pip install of `project` into `target` (offline: no index, no deps)."""
+    """A real, non-editable pip install of `project` into `target` (offline: no index, no deps).
+
+    Built from a copy: setuptools leaves build/ and .egg-info in the source tree it builds.
+    """
+    source = target.with_name(target.name + "-src")
+    shutil.copytree(project, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--no-build-isolation", "--target", str(target), str(project)],
+                    "--no-build-isolation", "--target", str(target), str(source)],
                    check=True, capture_output=True, text=True, timeout=300)
     return target
 
