@@ -223,6 +223,8 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
                     f"reads the results of scorer {dep!r}, which must be listed before it ({where})")
 
     if problems:
+        # In document order where lines are known (structural and per-scorer checks run apart).
+        problems.sort(key=lambda p: (p.line is None, p.line or 0))
         return None, problems
     assert spec is not None
     for i, params in validated_params.items():
