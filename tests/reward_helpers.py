@@ -10,6 +10,7 @@ import json
 import sys
 import threading
 import time
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,17 @@ def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> Path:
 
 def samples(*completions: str, **reference: Any) -> list[Sample]:
     return [Sample("q", c, dict(reference)) for c in completions]
+
+
+def plugin(name: str, *, scorers=None, sandboxes=None, hook_error: Exception | None = None):
+    """A plugin object named `name` whose hooks return the given classes (or raise)."""
+
+    def grpo_rewards_scorers():
+        if hook_error is not None:
+            raise hook_error
+        return list(scorers or [])
+
+    ns = types.SimpleNamespace(__name__=name, grpo_rewards_scorers=hookimpl(grpo_rewards_scorers))
+    if sandboxes is not None:
+        ns.grpo_rewards_sandboxes = hookimpl(lambda: list(sandboxes))
+    return ns

@@ -6,9 +6,9 @@ import logging
 import math
 
 import pytest
-from reward_helpers import Answer, HelperPlugin, samples
+from reward_helpers import Answer, HelperPlugin, plugin, samples
 
-from grpo_rewards import Sample, Score, Scorer, build, hookimpl, load_registry
+from grpo_rewards import Sample, Score, Scorer, build, load_registry
 
 
 @pytest.fixture(scope="module")
@@ -89,16 +89,12 @@ class NonFinite(Scorer):
         return [Score(math.nan), Score(math.inf), 0.5][: len(samples)]
 
 
-class ExtraPlugin:
-    __name__ = "compose-extras"
-
-    @hookimpl
-    def grpo_rewards_scorers(self):
-        return [Broken, NonFinite]
+def extras():
+    return plugin("compose-extras", scorers=[Broken, NonFinite])
 
 
 def test_wrong_length_or_garbage_results_are_scorer_errors():
-    registry = load_registry(extra_plugins=[HelperPlugin(), ExtraPlugin()])
+    registry = load_registry(extra_plugins=[HelperPlugin(), extras()])
     reward = build({"scorers": [{"scorer": "t_broken"}, {"scorer": "t_length"}]}, registry)
     batch = reward.score(samples("a", "b"))
     assert batch.values["t_broken"] == [None, None] and batch.errors["t_broken"] == 2
@@ -107,7 +103,7 @@ def test_wrong_length_or_garbage_results_are_scorer_errors():
 
 
 def test_non_finite_values_become_none_and_bare_floats_are_accepted():
-    registry = load_registry(extra_plugins=[ExtraPlugin()])
+    registry = load_registry(extra_plugins=[extras()])
     batch = build({"scorers": [{"scorer": "t_nonfinite"}]}, registry).score(samples("a", "b", "c"))
     assert batch.values["t_nonfinite"] == [None, None, 0.5]
     assert batch.totals == [None, None, 0.5]
@@ -149,14 +145,7 @@ class Closing(Scorer):
 
 
 def test_context_manager_closes_every_scorer():
-    class P:
-        __name__ = "closing"
-
-        @hookimpl
-        def grpo_rewards_scorers(self):
-            return [Closing]
-
-    registry = load_registry(extra_plugins=[P()])
+    registry = load_registry(extra_plugins=[plugin("closing", scorers=[Closing])])
     Closing.closed = 0
     with build({"scorers": [{"scorer": "t_closing"}, {"scorer": "t_closing", "name": "again"}]}, registry) as r:
         r.score(samples("a"))

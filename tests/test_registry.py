@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import types
-
 import pytest
-from reward_helpers import ALL, Contains, HelperPlugin
+from reward_helpers import ALL, Contains, HelperPlugin, plugin
 
-from grpo_rewards import Score, Scorer, hookimpl, load_registry
+from grpo_rewards import Score, Scorer, load_registry
 from grpo_rewards.errors import UnknownNameError, UserError
 from grpo_rewards.registry import BUILTIN_PLUGINS, DuplicateNameError, get_registry
-
-
-def plugin(name: str, *, scorers=None, sandboxes=None, hook_error: Exception | None = None):
-    """A plugin object named `name` whose hooks return the given classes (or raise)."""
-
-    def grpo_rewards_scorers():
-        if hook_error is not None:
-            raise hook_error
-        return list(scorers or [])
-
-    ns = types.SimpleNamespace(__name__=name, grpo_rewards_scorers=hookimpl(grpo_rewards_scorers))
-    if sandboxes is not None:
-        ns.grpo_rewards_sandboxes = hookimpl(lambda: list(sandboxes))
-    return ns
 
 
 class OtherContains(Scorer):
