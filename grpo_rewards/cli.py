@@ -229,23 +229,26 @@ def _scored_batches(reward: CompositeReward, records: list[dict[str, Any]], batc
             progress.advance(task, len(chunk))
 
 
+TOTAL = ("total",)  # the totals' key: a tuple, so no scorer alias (a string) can collide with it
+
+
 class Summary:
     """Per-scorer statistics over every scored sample."""
 
     def __init__(self, aliases: Sequence[str]) -> None:
-        self.values: dict[str, list[float]] = {a: [] for a in ["total", *aliases]}
+        self.values: dict[Any, list[float]] = {a: [] for a in [TOTAL, *aliases]}
         self.nones = dict.fromkeys(self.values, 0)
         self.errors = dict.fromkeys(self.values, 0)
 
     def add(self, batch: RewardBatch) -> None:
-        columns = {"total": batch.totals, **batch.values}
+        columns = {TOTAL: batch.totals, **batch.values}
         for alias, values in columns.items():
             present = [v for v in values if v is not None]
             self.values[alias].extend(present)
             self.nones[alias] += len(values) - len(present)
         for alias, count in batch.errors.items():
             self.errors[alias] += count
-            self.errors["total"] += count
+            self.errors[TOTAL] += count
 
     def table(self, weights: dict[str, float]) -> Table:
         table = Table(title="Summary")
@@ -257,7 +260,7 @@ class Summary:
                 std = statistics.stdev(values) if len(values) > 1 else 0.0
                 stats = [f"{x:.4g}" for x in (statistics.fmean(values), std, min(values), max(values))]
             weight = f"{weights[alias]:g}" if alias in weights else ""
-            table.add_row(Text(alias), weight, *stats, str(self.nones[alias]), str(self.errors[alias]))
+            table.add_row(Text("total" if alias is TOTAL else alias), weight, *stats, str(self.nones[alias]), str(self.errors[alias]))
         return table
 
 

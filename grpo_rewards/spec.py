@@ -211,7 +211,13 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
             continue
         validated_params[i] = params.model_dump()
         earlier = [a for a, j in seen.items() if j < i]
-        for dep in cls.dependencies(params):
+        try:
+            dependencies = list(cls.dependencies(params))
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported like any other problem
+            add(("scorers", i, "params"), f"scorer {item['scorer']!r} failed to name its dependencies: "
+                f"{type(exc).__name__}: {exc}")
+            continue
+        for dep in dependencies:
             if dep not in earlier:
                 if dep == alias:
                     where = "a scorer cannot read its own results"

@@ -190,3 +190,21 @@ def test_json_schema_has_every_scorers_params_and_validates_specs(registry):
     assert list(validator.iter_errors(bad))
     unknown_param = {"scorers": [{"scorer": "t_length", "params": {"colour": 1}}]}
     assert list(validator.iter_errors(unknown_param))
+
+
+def test_a_scorer_whose_dependencies_raise_is_a_problem_not_a_crash():
+    from reward_helpers import Gated
+
+    class BadDeps(Gated):
+        """Its dependencies() is broken."""
+
+        name = "t_bad_deps"
+
+        @classmethod
+        def dependencies(cls, params):
+            raise KeyError("oops")
+
+    registry = load_registry(extra_plugins=[plugin("bad-deps", scorers=[BadDeps])])
+    with pytest.raises(ConfigError, match=r"scorers\[0\]\.params: scorer 't_bad_deps' failed to name its "
+                                          r"dependencies: KeyError"):
+        load_spec({"scorers": [{"scorer": "t_bad_deps", "params": {"of": "x"}}]}, registry)
