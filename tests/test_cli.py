@@ -209,6 +209,14 @@ def test_atomic_output_replaces_only_when_complete(tmp_path):
     assert target.read_text() == "new" and os.listdir(tmp_path) == ["f.txt"]
 
 
+def test_unwritable_output_is_a_user_error(spec_file, tmp_path, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS)
+    (tmp_path / "file").write_text("")
+    assert main(["score", "--spec", str(spec_file), "--input", str(src), "--output",
+                 str(tmp_path / "file" / "out.jsonl"), "--no-progress"]) == 2
+    assert "cannot write here" in capsys.readouterr().err
+
+
 def test_explain_shows_each_scorers_value_and_reason(spec_file, tmp_path, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", RECORDS)
     assert main(["explain", "--spec", str(spec_file), "--input", str(src), "--limit", "3"]) == 0

@@ -227,6 +227,25 @@ def test_keywords_never_raise_on_odd_input(keywords):
     assert [s.value for s in scorer.score(chat)] == [1.0, 0.0, 1.0]
 
 
+def test_keywords_values_stay_in_range_on_arbitrary_text(keywords):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    words = st.text(min_size=1, max_size=8)
+
+    @settings(max_examples=150, deadline=None)
+    @given(text=st.text(max_size=300), required=st.lists(words, max_size=4), forbidden=st.lists(words, max_size=3),
+           boundary=st.booleans(), case=st.booleans(), penalty=st.floats(0, 1))
+    def check(text, required, forbidden, boundary, case, penalty):
+        if not (required or forbidden):
+            required = ["x"]
+        [value] = keywords(required=required, forbidden=forbidden, word_boundary=boundary, case_sensitive=case,
+                           forbidden_penalty=penalty)(text)
+        assert value is not None and 0.0 <= value <= 1.0
+
+    check()
+
+
 @pytest.mark.parametrize("params, expected", [
     ({}, "give at least one of"),
     ({"required": ["("], "regex": True}, "required[0] is not a valid regex"),
