@@ -131,8 +131,9 @@ class Scorer(ABC):
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         if params is None or isinstance(params, Mapping):
             params = self.Params.model_validate({**(params or {}), **kwargs})
-        elif kwargs:
-            params = params.model_copy(update=kwargs)
+        elif kwargs or not isinstance(params, self.Params):
+            # Re-validated: model_copy(update=...) would let an out-of-bounds override through.
+            params = self.Params.model_validate({**params.model_dump(), **kwargs})
         self.params = params
 
     @classmethod

@@ -150,3 +150,15 @@ def test_context_manager_closes_every_scorer():
     with build({"scorers": [{"scorer": "t_closing"}, {"scorer": "t_closing", "name": "again"}]}, registry) as r:
         r.score(samples("a"))
     assert Closing.closed == 2
+
+
+def test_scorer_params_overrides_are_validated():
+    from pydantic import ValidationError
+    from reward_helpers import Length
+
+    scorer = Length(max_chars=4)
+    assert Length(scorer.params, max_chars=8).params.max_chars == 8
+    with pytest.raises(ValidationError):
+        Length(scorer.params, max_chars=-1)
+    with pytest.raises(ValidationError):
+        Length({"colour": "red"})
