@@ -97,8 +97,9 @@ def _worker_main() -> None:
 
         limit = int(init["memory_mb"]) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    module_name, _, func_name = init["target"].partition(":")
-    func = getattr(importlib.import_module(module_name), func_name)
+    func = _resolve(init["target"])
+    if init.get("init"):
+        _resolve(init["init"])()  # heavy imports now, so that no task's time limit pays for them
     signal.signal(signal.SIGALRM, _on_alarm)
     os.write(out_fd, _encode(("ready", os.getpid())))
     while True:
@@ -108,6 +109,11 @@ def _worker_main() -> None:
         tasks, timeout_s = pickle.loads(_read_exact(in_fd, _HEADER.unpack(header)[0]) or b"")
         for task in tasks:
             os.write(out_fd, _encode(_run_one(func, task, timeout_s)))
+
+
+def _resolve(name: str) -> Callable[..., Any]:
+    module_name, _, func_name = name.partition(":")
+    return getattr(importlib.import_module(module_name), func_name)
 
 
 def _run_one(func: Callable[[Any], Any], task: Any, timeout_s: float) -> tuple[str, Any, str]:
@@ -134,7 +140,7 @@ def _run_one(func: Callable[[Any], Any], task: Any, timeout_s: float) -> tuple[s
 class _Worker:
     """One worker process and the chunk it is running."""
 
-    def __init__(self, target: str, memory_mb: int | None) -> None:
+    def __init__(self, target: str, memory_mb: int | None, init: str | None) -> None:
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -150,7 +156,7 @@ class _Worker:
         self.chunk: int | None = None  # index of the chunk being run
         self.tasks: list[int] = []  # task indices of that chunk still to report
         self.deadline = 0.0
-        self.send({"target": target, "memory_mb": memory_mb})
+        self.send({"target": target, "memory_mb": memory_mb, "init": init})
 
     def send(self, obj: Any) -> bool:
         try:
@@ -194,18 +200,24 @@ class _Worker:
             pass
 
     def death_detail(self) -> str:
-        code = self.proc.poll()
+        try:
+            code = self.proc.wait(timeout=1.0)  # its pipe closed: it is exiting, or about to
+        except subprocess.TimeoutExpired:
+            code = None
         if code is not None and code < 0:
             return f"worker killed by signal {signal.Signals(-code).name}"
         return f"worker exited with status {code}"
 
 
 class WorkerPool:
-    """`size` worker processes running `target` ("module:function") on tasks, started lazily."""
+    """`size` worker processes running `target` ("module:function") on tasks, started lazily.
 
-    def __init__(self, target: str, size: int = 2, memory_mb: int | None = 1024,
+    `init` ("module:function", optional) runs once in each worker before it takes tasks.
+    """
+
+    def __init__(self, target: str, size: int = 2, memory_mb: int | None = 1024, init: str | None = None,
                  startup_timeout_s: float = 120.0) -> None:
-        self.target, self.size, self.memory_mb = target, max(1, int(size)), memory_mb
+        self.target, self.size, self.memory_mb, self.init = target, max(1, int(size)), memory_mb, init
         self.startup_timeout_s = startup_timeout_s
         self._workers: list[_Worker] = []
         self._pid = os.getpid()
@@ -225,7 +237,10 @@ class WorkerPool:
             self._pid = os.getpid()
         self._workers[:] = [w for w in self._workers if w.proc.poll() is None]
         while len(self._workers) < self.size:
-            self._workers.append(_Worker(self.target, self.memory_mb))
+            self._workers.append(self._new_worker())
+
+    def _new_worker(self) -> _Worker:
+        return _Worker(self.target, self.memory_mb, self.init)
 
     def map(self, chunks: Sequence[Sequence[Any]], timeout_s: float) -> list[list[TaskResult]]:
         """Run every chunk (a list of tasks, run in order by one worker); one result per task."""
@@ -279,8 +294,10 @@ class _Batch:
 
     def _wait_and_collect(self) -> None:
         now = time.monotonic()
-        deadlines = [w.deadline if w.ready else w.started + self.pool.startup_timeout_s for w in self.pool._workers]
-        wait = max(0.0, min(deadlines, default=now + 1) - now)
+        # Only busy and starting workers have a deadline (an idle one's is stale: it would spin).
+        deadlines = [w.deadline for w in self.pool._workers if w.ready and w.chunk is not None]
+        deadlines += [w.started + self.pool.startup_timeout_s for w in self.pool._workers if not w.ready]
+        wait = max(0.0, min(deadlines, default=now + 1.0) - now)
         fds = {w.fd: w for w in self.pool._workers}
         readable, _, _ = select.select(list(fds), [], [], wait)
         for fd in readable:
@@ -331,7 +348,7 @@ class _Batch:
         workers = self.pool._workers
         workers.remove(w)
         if restart:
-            workers.append(_Worker(self.pool.target, self.pool.memory_mb))
+            workers.append(self.pool._new_worker())
 
     def _finish_chunk(self, i: int, result: TaskResult) -> None:
         self.results[i] = [result] * len(self.chunks[i])

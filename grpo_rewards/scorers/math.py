@@ -167,7 +167,8 @@ class MathAccuracy(Scorer):
         with self._pool_lock:
             if self._pool is None:
                 size = self.params.workers or max(1, min(2, os.cpu_count() or 1))
-                self._pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, self.params.memory_mb)
+                self._pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, self.params.memory_mb,
+                                        init="grpo_rewards.scorers.math_check:warm_up")
             return self._pool
 
     def _resolve(self, keys: list[Key]) -> dict[Key, Verdict]:

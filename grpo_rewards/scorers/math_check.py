@@ -125,6 +125,12 @@ def _answer(answer: str, opts: CheckOptions) -> list[Any]:
     return _answers[key]
 
 
+def warm_up() -> None:
+    """Import math-verify, sympy and the LaTeX parser once per worker, before any task's clock runs."""
+    opts = CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+    _mv().verify(_parse_answer("\\frac{1}{2}", opts, True), _parse_answer("0.5", opts, False), timeout_seconds=None)
+
+
 def run_task(task: tuple) -> tuple[str, Any]:
     kind, gold, *rest = task
     opts = CheckOptions(*rest[-1])

@@ -1,0 +1,168 @@
+"""Inputs that make sympy hang or eat memory: every sample returns within its limit, the pool
+survives (killed workers are replaced), and the normal samples of a mixed batch are scored right."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+
+import pytest
+
+from grpo_rewards.scorer import Sample
+from grpo_rewards.scorers.math import MathAccuracy
+from grpo_rewards.workers import WorkerPool
+
+LIMIT_S = 1.0
+random.seed(1234)
+RANDOM_UNICODE = "".join(chr(random.randrange(0x20, 0x2FFFF)) for _ in range(400))
+
+PATHOLOGICAL = {
+    "power tower": "9^{9^{9^{9}}}",
+    "10,000-char expression": "+".join(["7"] * 5000),
+    "deeply nested fractions": "\\frac{1}{" * 300 + "2" + "}" * 300,
+    "frac with missing braces": "\\frac{1}{2",
+    "frac with stray braces": "\\frac12}{",
+    "huge factorial": "(10^{10})!",
+    "huge power": "123456789^{123456789}",
+    "random unicode": RANDOM_UNICODE,
+    "open LaTeX environment": "\\begin{pmatrix} 1 & 2 \\\\ 3 & \\begin{cases} x",
+    "lone surrogate": "\ud800\udfff\ud800",
+}
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    with MathAccuracy(timeout_s=LIMIT_S) as s:
+        s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])  # start the pool
+        yield s
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("side", ["answer", "gold"])
+@pytest.mark.parametrize("name", list(PATHOLOGICAL))
+def test_each_returns_within_the_limit(scorer, name, side):
+    expr = PATHOLOGICAL[name]
+    if side == "answer":
+        sample = Sample(completion=f"The answer is $\\boxed{{{expr}}}$", reference={"answer": "5"})
+    else:
+        sample = Sample(completion="\\boxed{5}", reference={"answer": expr})
+    start = time.monotonic()
+    result = scorer.score([sample])[0]
+    assert time.monotonic() - start < LIMIT_S + 1.0
+    assert result.value != 1.0
+    if result.value is None:
+        assert result.info["reason"] in ("timeout", "unparseable gold"), result.info
+
+
+@pytest.mark.timeout(120)
+def test_mixed_batch_scores_the_normal_samples(scorer):
+    normal = [("\\boxed{\\frac{1}{2}}", "0.5", 1.0), ("The answer is 12.", "12", 1.0), ("#### 7", "8", 0.0),
+              ("<answer>x+1</answer>", "1+x", 1.0), ("no answer at all", "3", 0.0)]
+    samples, expected = [], []
+    for i, expr in enumerate(PATHOLOGICAL.values()):
+        samples.append(Sample(completion=f"\\boxed{{{expr}}}", reference={"answer": str(i)}))
+        expected.append("pathological")
+        completion, gold, value = normal[i % len(normal)]
+        samples.append(Sample(completion=completion, reference={"answer": gold}))
+        expected.append(value)
+    pids_before = len(scorer._pool.pids)
+    start = time.monotonic()
+    results = scorer.score(samples)
+    elapsed = time.monotonic() - start
+    for result, want in zip(results, expected, strict=True):
+        if want != "pathological":
+            assert result.value == want, result.info
+        else:
+            assert result.value != 1.0
+    # Two workers share the pathological samples; each costs at most the limit plus the kill grace.
+    assert elapsed < len(PATHOLOGICAL) * (LIMIT_S + 1.0)
+    assert len(scorer._pool.pids) == pids_before
+
+
+@pytest.mark.timeout(120)
+def test_killed_workers_are_replaced_and_their_pending_samples_rescored():
+    # The OOM killer (or anything else) killing the workers mid-batch: the sample being checked is
+    # None ("worker died"), the samples queued behind it are resubmitted and scored.
+    with MathAccuracy(timeout_s=6) as s:
+        s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
+        old = list(s._pool.pids)
+        batch = [Sample(completion=c, reference={"answer": "5"})
+                 for c in ["\\boxed{123456789^{123456789}}", "\\boxed{5}", "\\boxed{6}"]]
+        killer = threading.Timer(2.0, lambda: [os.kill(pid, 9) for pid in old])
+        killer.start()
+        results = s.score(batch)
+        killer.join()
+        assert results[0].value is None and results[0].info["reason"] == "worker died", results[0].info
+        assert [r.value for r in results[1:]] == [1.0, 0.0]
+        assert len(s._pool.pids) == 2 and not set(s._pool.pids) & set(old)
+
+
+def test_worker_address_space_is_capped():
+    with MathAccuracy(memory_mb=512) as s:
+        s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
+        for pid in s._pool.pids:
+            with open(f"/proc/{pid}/limits") as f:
+                line = next(x for x in f if x.startswith("Max address space"))
+            assert line.split()[3] == str(512 * 1024 * 1024)
+
+
+# -- the pool itself, with stdlib targets so the tasks are real code, not stand-ins -----------
+
+@pytest.fixture(scope="module")
+def eval_pool():
+    pool = WorkerPool("builtins:eval", size=2, memory_mb=256)
+    yield pool
+    pool.close()
+
+
+@pytest.mark.timeout(60)
+def test_pool_kills_a_task_stuck_in_c_code(eval_pool):
+    # The builtin sum over a range is one C loop that never checks for signals: only a kill stops it.
+    hang = "sum(range(10 ** 13))"
+    eval_pool.map([["1"]], 5)
+    before = list(eval_pool.pids)
+    start = time.monotonic()
+    [results] = eval_pool.map([["1 + 1", hang, "2 + 2"]], 1.0)
+    assert time.monotonic() - start < 1.0 + 1.5
+    assert [r.status for r in results] == ["ok", "timeout", "not_run"]
+    assert results[0].value == 2 and "killed" in results[1].detail
+    assert len(eval_pool.pids) == 2 and eval_pool.pids != before
+    assert [r.value for r in eval_pool.map([["3 * 3"]], 5)[0]] == [9]  # the replacement works
+
+
+@pytest.mark.timeout(60)
+def test_pool_interrupts_python_code_without_killing(eval_pool):
+    eval_pool.map([["1"]], 5)
+    before = sorted(eval_pool.pids)
+    [results] = eval_pool.map([["__import__('time').sleep(30)", "5"]], 0.5)
+    assert [r.status for r in results] == ["timeout", "ok"] and results[1].value == 5
+    assert sorted(eval_pool.pids) == before
+
+
+@pytest.mark.timeout(60)
+def test_pool_memory_cap_turns_a_hog_into_an_error(eval_pool):
+    [results] = eval_pool.map([["bytearray(4 * 1024 ** 3)", "len(bytearray(10 ** 6))"]], 10)
+    assert results[0].status == "error" and "MemoryError" in results[0].detail
+    assert results[1].value == 10 ** 6
+
+
+@pytest.mark.timeout(60)
+def test_pool_reports_a_worker_that_exits(eval_pool):
+    [results] = eval_pool.map([["__import__('os')._exit(3)", "1"]], 5)
+    assert results[0].status == "died" and "status 3" in results[0].detail
+    assert results[1].status == "not_run"
+    assert eval_pool.map([["4"]], 5)[0][0].value == 4
+
+
+@pytest.mark.timeout(60)
+def test_pool_that_cannot_start_reports_unavailable():
+    pool = WorkerPool("no_such_module_for_grpo_tests:f", size=2)
+    try:
+        start = time.monotonic()
+        [results] = pool.map([["x", "y"]], 5)
+        assert [r.status for r in results] == ["unavailable", "unavailable"]
+        assert time.monotonic() - start < 30
+    finally:
+        pool.close()
