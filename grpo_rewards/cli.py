@@ -300,10 +300,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     weights = dict(zip(reward.aliases, reward.weights, strict=True))
     for i, sample in enumerate(samples):
         if args.json:
-            print(json.dumps({"index": i, **batch.record(i, with_info=True)}, default=repr))
+            ident = {"id": records[i]["id"]} if "id" in records[i] else {}
+            print(json.dumps({"index": i, **ident, **batch.record(i, with_info=True)}, default=repr))
             continue
         total = batch.totals[i]
-        table = Table(title=f"sample {i}: total = {'None' if total is None else f'{total:.4g}'}",
+        label = f"sample {i}" + (f" ({records[i]['id']})" if "id" in records[i] else "")
+        table = Table(title=f"{label}: total = {'None' if total is None else f'{total:.4g}'}",
                       title_justify="left", show_lines=True)
         for column in ("scorer", "weight", "value", "why (info)"):
             table.add_column(column, overflow="fold")
