@@ -85,18 +85,18 @@ def test_mixed_batch_scores_the_normal_samples(scorer):
 def test_killed_workers_are_replaced_and_their_pending_samples_rescored():
     # The OOM killer (or anything else) killing the workers mid-batch: the sample being checked is
     # None ("worker died"), the samples queued behind it are resubmitted and scored.
-    with MathAccuracy(timeout_s=6) as s:
+    with MathAccuracy(timeout_s=10, workers=1) as s:  # one worker, so the kill surely hits the busy one
         s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
         old = list(s._pool.pids)
         batch = [Sample(completion=c, reference={"answer": "5"})
                  for c in ["\\boxed{123456789^{123456789}}", "\\boxed{5}", "\\boxed{6}"]]
-        killer = threading.Timer(2.0, lambda: [os.kill(pid, 9) for pid in old])
+        killer = threading.Timer(3.0, lambda: [os.kill(pid, 9) for pid in old])
         killer.start()
         results = s.score(batch)
         killer.join()
         assert results[0].value is None and results[0].info["reason"] == "worker died", results[0].info
-        assert [r.value for r in results[1:]] == [1.0, 0.0]
-        assert len(s._pool.pids) == 2 and not set(s._pool.pids) & set(old)
+        assert [r.value for r in results[1:]] == [1.0, 0.0], results
+        assert len(s._pool.pids) == 1 and s._pool.pids != old
 
 
 def test_worker_address_space_is_capped():
