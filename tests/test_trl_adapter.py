@@ -84,6 +84,18 @@ def test_the_composite_is_scored_once_per_batch(registry):
     assert Answer.calls == 4
 
 
+def test_batches_differing_only_inside_large_arrays_are_not_confused():
+    import numpy as np
+
+    from grpo_rewards.integrations.trl import _batch_key
+
+    a, b = np.zeros(5000), np.zeros(5000)
+    b[2500] = 1.0  # numpy's repr of both is "array([0., 0., 0., ..., 0., 0., 0.])"
+    assert repr(a) == repr(b)
+    key = lambda arr: _batch_key(samples_from_trl(["p"], ["c"], None, image=[arr]))  # noqa: E731
+    assert key(a) != key(b) and key(a) == key(np.zeros(5000))
+
+
 @pytest.mark.timeout(60)
 def test_threads_share_one_scoring_of_a_batch(registry):
     Slow.batch_sizes.clear()

@@ -48,13 +48,21 @@ def samples_from_trl(prompts: Sequence[Any], completions: Sequence[Any],
     return [Sample(prompts[i], completions[i], {k: v[i] for k, v in columns.items()}) for i in range(n)]
 
 
+def _jsonable(value: Any) -> Any:
+    # Dataset columns may hold arrays or tensors: their full contents, not numpy's abbreviated
+    # repr ("[0, 1, ..., 9]"), so two different large arrays never share a key.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return repr(value)
+
+
 def _batch_key(samples: Sequence[Sample]) -> str:
     """A digest of the batch content: equal batches (same prompts, completions, references) share it."""
     digest = hashlib.blake2b(digest_size=16)
     for s in samples:
         item = [s.prompt, s.completion, dict(s.reference)]
-        try:  # repr fallback: dataset columns may hold values json cannot encode (numpy, tensors)
-            text = json.dumps(item, sort_keys=True, default=repr)
+        try:
+            text = json.dumps(item, sort_keys=True, default=_jsonable)
         except (TypeError, ValueError):  # e.g. dict keys of mixed types cannot be sorted
             text = repr(item)
         digest.update(text.encode("utf-8", "surrogatepass"))
