@@ -74,29 +74,50 @@ def _unwrap(model: Any) -> Any:
     return model
 
 
+def _adapter_layers(model: Any) -> list[Any]:
+    """The LoRA-injected layers inside `model` (also when it wraps `peft_model.get_base_model()`)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    return [m for m in _unwrap(model).modules() if isinstance(m, BaseTunerLayer)]
+
+
 def has_adapter(model: Any) -> bool:
-    """True for a peft model, i.e. when the reference can be the base with the adapter disabled."""
+    """True when `model` is, or wraps, a LoRA model: its reference is the base, adapter disabled."""
     from peft import PeftModel
 
-    return isinstance(_unwrap(model), PeftModel)
+    return isinstance(_unwrap(model), PeftModel) or bool(_adapter_layers(model))
 
 
 @contextmanager
 def reference_mode(model: Any) -> Iterator[Any]:
     """Run forwards inside this block as the frozen base model: adapter disabled, no autograd.
 
-    Yields the unwrapped peft model; call it (or a log-prob helper on it) inside the block:
+    `model` is the peft model, or any module wrapping its layers (DDP, a log-prob wrapper around
+    `peft_model.get_base_model()`). Yields the unwrapped module; call it inside the block:
 
         with reference_mode(policy) as ref:
-            ref_logps = token_logprobs(ref, input_ids, attention_mask, ...)
+            ref_logps = ref(prompt_ids, prompt_mask, completion_ids, completion_mask)
     """
     import torch
+    from peft import PeftModel
 
     inner = _unwrap(model)
-    if not has_adapter(inner):
+    if isinstance(inner, PeftModel):
+        with inner.disable_adapter(), torch.no_grad():
+            yield inner
+        return
+    layers = [layer for layer in _adapter_layers(inner) if not layer.disable_adapters]
+    if not layers and not _adapter_layers(inner):
         raise ValueError("reference_mode needs a LoRA (peft) model; full fine-tuning needs a reference copy")
-    with inner.disable_adapter(), torch.no_grad():
-        yield inner
+    # Without the PeftModel at hand, switch the layers themselves, as its disable_adapter() does.
+    for layer in layers:
+        layer.enable_adapters(False)
+    try:
+        with torch.no_grad():
+            yield inner
+    finally:
+        for layer in layers:
+            layer.enable_adapters(True)
 
 
 def enable_gradient_checkpointing(model: Any) -> None:

@@ -90,6 +90,29 @@ def test_reference_mode_is_the_base_before_and_after_training(tiny_dir, batch):
     assert torch.allclose(logits_of(model, batch), adapted)
 
 
+def test_reference_mode_through_a_logprob_wrapper(tiny_dir, batch):
+    """The trainer wraps `get_base_model()` in its log-prob module (and DDP): the switch still works."""
+    from grpo_core.loss import CompletionLogprobs
+
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    prompt, completion = (ids[:, :6], mask[:, :6]), (ids[:, 6:], torch.ones_like(ids[:, 6:]))
+    with torch.no_grad():
+        base_logps, _ = CompletionLogprobs(load_base(tiny_dir).eval(), 1.0, 64)(*prompt, *completion)
+    peft_model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=0.0)
+    train_step(peft_model, batch)
+    wrapper = CompletionLogprobs(peft_model.get_base_model(), 1.0, 64).eval()
+    assert has_adapter(wrapper)
+    with torch.no_grad():
+        policy_logps, _ = wrapper(*prompt, *completion)
+    with reference_mode(wrapper) as ref:
+        ref_logps, _ = ref(*prompt, *completion)
+    assert torch.allclose(ref_logps, base_logps, atol=1e-6)
+    assert (policy_logps - base_logps).abs().max() > 1e-4
+    with torch.no_grad():  # the adapter is back on, and trainable, after the block
+        assert torch.allclose(wrapper(*prompt, *completion)[0], policy_logps)
+    assert all(p.requires_grad for n, p in wrapper.named_parameters() if "lora_" in n)
+
+
 def test_reference_mode_needs_an_adapter(tiny_dir):
     with pytest.raises(ValueError, match="LoRA"):
         with reference_mode(load_base(tiny_dir)):
