@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -12,9 +13,37 @@ from jsonschema import exceptions as js_exceptions
 from jsonschema import validators
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from grpo_rewards.extract import after_think, fenced_blocks, tag_block
+from grpo_rewards.extract import after_think, tag_block
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import completion_text, reference_of
+
+
+_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
+
+
+def fenced_json_blocks(text: str) -> list[str]:
+    """Bodies of ```json blocks, else of untagged non-blank ones (an unterminated last block counts).
+
+    Line by line rather than `extract.fenced_blocks`, whose one regex backtracks quadratically on a
+    long run of backticks; this stays linear on any input.
+    """
+    blocks: dict[str, list[str]] = {"json": [], "": []}  # by language tag; others are ignored
+    fence, lang, body = None, "", []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if fence is None:
+            m = _FENCE_OPEN.match(stripped)
+            if m:
+                fence, lang, body = m.group(1), m.group(2).lower(), []
+            continue
+        if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
+            blocks.get(lang, []).append("\n".join(body))
+            fence = None
+        else:
+            body.append(line)
+    if fence is not None:
+        blocks.get(lang, []).append("\n".join(body))
+    return blocks["json"] or [b for b in blocks[""] if b.strip()]
 
 
 def _validator_class(schema: Any) -> Any:
@@ -94,7 +123,7 @@ class JsonSchema(Scorer):
     def _candidate(self, text: str) -> tuple[str | None, str]:
         source = self.params.source
         if source in ("auto", "fenced"):
-            blocks = fenced_blocks(text, "json") or [b for b in fenced_blocks(text) if b.strip()]
+            blocks = fenced_json_blocks(text)
             if blocks:
                 return blocks[-1], "fenced"
             if source == "fenced":
