@@ -8,6 +8,7 @@ problem with its file, line and path.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from pathlib import Path
 from typing import Any, Literal
@@ -126,14 +127,6 @@ class TrainConfig(_Section):
         """Completions generated per rank per generation (one optimizer step's worth, as in TRL)."""
         return self.per_device_train_batch_size * self.gradient_accumulation_steps
 
-    @model_validator(mode="after")
-    def _groups_fit(self) -> TrainConfig:
-        if self.generation_batch_size % self.num_generations:
-            raise ValueError(
-                f"per_device_train_batch_size * gradient_accumulation_steps ({self.generation_batch_size}) "
-                f"must be divisible by num_generations ({self.num_generations}), so groups are whole")
-        return self
-
 
 # ---------------------------------------------------------------------------------------------
 
@@ -239,6 +232,34 @@ def _model_problems(model: ModelConfig, source: str | None, line_of: LineOf) -> 
     return []
 
 
+def _batch_problems(data: dict[str, Any], source: str | None, line_of: LineOf) -> list[Problem]:
+    """Groups must be whole: checked on the raw values so it is reported alongside everything else."""
+    fields = TrainConfig.model_fields
+    keys = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations")
+    values = [data.get(k, fields[k].default) for k in keys]
+    if not all(isinstance(v, int) and v > 0 for v in values):
+        return []  # reported by field validation
+    batch, accumulation, groups = values
+    if (batch * accumulation) % groups:
+        loc = ("num_generations",) if "num_generations" in data else ("per_device_train_batch_size",)
+        return [Problem(loc[0], f"per_device_train_batch_size * gradient_accumulation_steps ({batch * accumulation}) "
+                        f"must be divisible by num_generations ({groups}), so groups are whole", source, line_of(loc))]
+    return []
+
+
+def _section_problems(data: dict[str, Any], base: Path, source: str | None,
+                      line_of: LineOf) -> tuple[DataConfig | None, list[Problem]]:
+    """Checks of the model and data sections that pydantic alone cannot do (files, task, model type);
+    run on each section that validates, even when another part of the config does not."""
+    problems, data_section = [], None
+    with contextlib.suppress(ValidationError):
+        problems += _model_problems(ModelConfig.model_validate(data.get("model")), source, line_of)
+    with contextlib.suppress(ValidationError):
+        data_section = DataConfig.model_validate(data.get("data"))
+        problems += _data_problems(data_section, base, source, line_of)
+    return data_section, problems
+
+
 def validate_config(data: Any, source: str | None = None, line_of: LineOf | None = None,
                     base: Path | None = None) -> TrainConfig:
     """Validate plain config data; raises one `ConfigError` listing every problem."""
@@ -257,13 +278,13 @@ def validate_config(data: Any, source: str | None = None, line_of: LineOf | None
         for p in _pydantic_problems(exc, (), "", source, line_of):
             if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
                 problems.append(p)
-    if config is not None:
-        problems += _data_problems(config.data, base, source, line_of)
-        problems += _model_problems(config.model, source, line_of)
+    data_section, section_problems = _section_problems(data, base, source, line_of)
+    problems += section_problems + _batch_problems(data, source, line_of)
     if problems:
         raise ConfigError(problems, "training config")
     assert config is not None and spec is not None
     config.rewards = spec  # params validated by each scorer's Params
+    config.data = data_section  # with file paths resolved against the config's directory
     return config
 
 

@@ -1,0 +1,193 @@
+"""The trainer end to end: short real runs, config errors, checkpoints, resume after SIGKILL, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from _grpo_core_helpers import TESTS, base_config, write_config
+from grpo_core.config import load_config, validate_config
+from grpo_core.metrics import read_metrics
+from grpo_core.trainer import Trainer, train
+from grpo_rewards.errors import ConfigError, UserError
+
+REQUIRED = ["completion_length", "reward", "reward/a_frac", "reward/correct", "reward_std", "kl", "clip_ratio",
+            "frac_reward_zero_std", "entropy", "learning_rate", "step_seconds", "tokens_per_second"]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+
+
+def cli(*args: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "grpo_core.cli", *map(str, args)], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def final_params(directory: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(directory / "model.safetensors")
+
+
+@pytest.mark.timeout(180)
+def test_short_run_logs_every_metric_evaluates_and_writes_plot_and_model(tmp_path):
+    config = validate_config(base_config(tmp_path, max_steps=3, eval_steps=2, plot=True, logging_steps=1))
+    summary = train(config)
+    run = Path(summary["output_dir"])
+    records = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    assert set(records[0]) == {"step", "eval/reward", "eval/a_frac", "eval/correct", "eval/completion_length"}
+    for record in records[1:]:
+        assert set(REQUIRED) <= set(record), set(REQUIRED) - set(record)
+    assert "eval/reward" in records[2] and "eval/reward" in records[3]
+    assert records[1]["kl"] == 0.0 and records[3]["kl"] > 0  # the policy moves away from the reference
+    assert (run / "metrics.png").stat().st_size > 1000
+    assert summary["eval"]["eval/reward"] == records[3]["eval/reward"]
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(summary["final_model"]).num_parameters() > 0
+
+
+@pytest.mark.timeout(180)
+def test_reward_rises_on_a_learnable_reward(tmp_path):
+    config = validate_config(base_config(tmp_path, max_steps=12, beta=0.0, learning_rate=5e-3,
+                                         rewards={"scorers": [{"scorer": "test_char_fraction"}]}))
+    trainer = Trainer(config)
+    assert trainer.ref is None  # beta == 0: no reference model at all
+    train_records = read_metrics(Path(trainer.train()["metrics_file"]))
+    rewards = [r["reward"] for r in train_records if "reward" in r]
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
+    assert all(r["kl"] == 0.0 for r in train_records)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("overrides", [
+    {"loss_type": "grpo", "num_iterations": 2, "importance_sampling_level": "sequence", "scale_rewards": "batch",
+     "gradient_accumulation_steps": 2, "per_device_train_batch_size": 4},
+    {"loss_type": "dr_grpo", "scale_rewards": "none", "mask_truncated_completions": True,
+     "model.tokenizer": "builtin:test_chars_pad_eos", "top_k": 5, "top_p": 0.9},
+])
+def test_variants_run(tmp_path, overrides):
+    summary = train(validate_config(base_config(tmp_path, max_steps=2, **overrides)))
+    records = read_metrics(summary["metrics_file"])
+    assert [r["step"] for r in records] == [1, 2]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
+    if overrides.get("num_iterations") == 2:  # step 2 reuses step 1's rollout: no new rewards, a real ratio
+        assert "reward" in records[0] and "reward" not in records[1]
+
+
+def test_config_problems_are_all_reported_with_file_line_and_path(tmp_path):
+    path = write_config(tmp_path, num_generations=3, beta=-1, bogus=1,
+                        rewards={"scorers": [{"scorer": "test_char_fractoin"}, {"scorer": "length", "weight": "x"}]},
+                        **{"data.path": "missing.jsonl", "model.config.model_type": "nonsense"})
+    proc = cli(path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err
+    lines = path.read_text().splitlines()
+
+    def line_of(key: str) -> int:
+        return next(i for i, line in enumerate(lines, 1) if line.lstrip().startswith(key))
+
+    for expected in [f"{path}:{line_of('bogus:')}: bogus: unknown field",
+                     f"{path}:{line_of('beta:')}: beta:",
+                     "rewards.scorers[0].scorer: unknown scorer 'test_char_fractoin'; did you mean test_char_fraction",
+                     "rewards.scorers[1].weight", "divisible by num_generations", "data.path: no such file",
+                     "model.config.model_type"]:
+        assert expected in err, (expected, err)
+
+
+def test_overrides_and_reward_spec_files(tmp_path):
+    (tmp_path / "rewards.yaml").write_text("scorers:\n  - scorer: test_char_fraction\n    weight: 2\n")
+    path = write_config(tmp_path, rewards="rewards.yaml")
+    config = load_config(path, ["max_steps=7", "model.dtype=bfloat16", "report_to=[tensorboard]"])
+    assert (config.max_steps, config.model.dtype, config.report_to) == (7, "bfloat16", ["tensorboard"])
+    assert config.rewards.scorers[0].weight == 2
+    (tmp_path / "rewards.yaml").write_text("scorers:\n  - scorer: test_char_fraction\n    params: {x: 1}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, ["learning_rate=-1", "oops"])
+    assert "oops: an override must look like key.path=value" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, ["learning_rate=-1"])
+    text = str(info.value)
+    assert f"{tmp_path / 'rewards.yaml'}:3: scorers[0].params.x: unknown field" in text and "learning_rate" in text
+
+
+def test_a_fresh_run_refuses_an_output_dir_with_checkpoints(tmp_path):
+    (tmp_path / "run" / "checkpoint-3").mkdir(parents=True)
+    with pytest.raises(UserError, match="--resume"):
+        train(validate_config(base_config(tmp_path, max_steps=1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints, resume, signals
+
+
+def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(r.get("step", -1) >= step for r in read_metrics(run / "metrics.jsonl")):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"run ended early: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+    raise AssertionError(f"step {step} not reached")
+
+
+@pytest.mark.timeout(300)
+def test_sigkilled_run_resumes_exactly(tmp_path):
+    """Killed after checkpoint 3 (mid generation batch, num_iterations=2), resumed: every step once,
+    the same final weights as an uninterrupted run."""
+    settings = dict(max_steps=8, save_steps=3, num_iterations=2, logging_steps=1, learning_rate=1e-2,
+                    eval_steps=4)
+    killed = write_config(tmp_path, "killed.yaml", **settings)
+    proc = cli(killed)
+    wait_for_step(tmp_path / "run", 5, proc)  # checkpoint-3 exists, steps 4-5 are lost work
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert (tmp_path / "run" / "checkpoint-3").is_dir()
+    resumed = cli(killed, "--resume")
+    out, err = resumed.communicate(timeout=200)
+    assert resumed.returncode == 0, err
+    steps = [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")]
+    assert steps == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+
+    reference = validate_config(base_config(tmp_path, **settings, output_dir=str(tmp_path / "straight")))
+    train(reference)
+    a, b = final_params(tmp_path / "run" / "final"), final_params(tmp_path / "straight" / "final")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-6), key
+    straight = read_metrics(tmp_path / "straight" / "metrics.jsonl")
+    for x, y in zip(read_metrics(tmp_path / "run" / "metrics.jsonl"), straight):
+        assert x.get("reward") == y.get("reward") and x.get("eval/reward") == y.get("eval/reward")
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, sig, code):
+    path = write_config(tmp_path, max_steps=200)
+    proc = cli(path)
+    wait_for_step(tmp_path / "run", 2, proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "checkpoint saved" in err
+    step = max(r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl"))
+    checkpoint = tmp_path / "run" / f"checkpoint-{step}"
+    assert (checkpoint / "trainer_state.pt").is_file() and (checkpoint / "rank0.pt").is_file()
+    assert not list((tmp_path / "run").glob(".tmp-*"))
+    config = yaml.safe_load(path.read_text())
+    config["max_steps"] = step + 1
+    path.write_text(yaml.safe_dump(config))
+    resumed = cli(path, "--resume")
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["step"] == step + 1
