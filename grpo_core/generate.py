@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,12 +88,13 @@ def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
 
 
 def decode_completions(tokenizer: Any, completion_ids: Any, eos_ids: Sequence[int]) -> list[str]:
-    """Text of each row up to (not including) its first EOS; what follows is padding."""
-    texts = []
-    for row in completion_ids.tolist():
-        end = next((i for i, t in enumerate(row) if t in eos_ids), len(row))
-        texts.append(tokenizer.decode(row[:end], skip_special_tokens=True))
-    return texts
+    """Text of each row up to its first EOS (the trainer's completion mask); what follows is padding."""
+    import torch
+
+    from grpo_core import rollout
+
+    mask = rollout.completion_mask(completion_ids, torch.tensor(list(eos_ids), device=completion_ids.device))
+    return rollout.decode_completions(tokenizer, completion_ids, mask)  # the EOS itself is a special token
 
 
 def generate_completions(
@@ -118,7 +117,8 @@ def generate_completions(
     Returns one row per completion: the record's fields with `completion` set.
     """
     import torch
-    from transformers import GenerationConfig
+
+    from grpo_core.rollout import generation_config
 
     if num_samples < 1 or batch_size < 1 or max_new_tokens < 1:
         raise UserError("num_samples, batch_size and max_new_tokens must each be at least 1")
@@ -129,15 +129,7 @@ def generate_completions(
     texts = [render_prompt(tokenizer, r["prompt"], chat_template) for r in records]
     jobs = [(i, k) for i in range(len(records)) for k in range(num_samples)]
     eos_ids = eos_token_ids(model, tokenizer)
-    config = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        do_sample=temperature > 0,
-        temperature=temperature if temperature > 0 else None,
-        top_p=top_p if temperature > 0 else None,
-        top_k=None,
-        eos_token_id=eos_ids,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = generation_config(tokenizer, eos_ids, max_new_tokens, temperature > 0, temperature, top_p, 0)
     if seed is not None:
         torch.manual_seed(seed)
     device = next(model.parameters()).device
@@ -186,55 +178,22 @@ class _progress:
 
 
 def read_prompt_records(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows of a JSONL file (or a JSON list), each an object with a `prompt`; errors name the line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read data file {path}: {exc.strerror or exc}") from exc
-    if path.suffix == ".json":
-        try:
-            rows = json.loads(text)
-        except ValueError as exc:
-            raise UserError(f"{path}: not valid JSON: {exc}") from exc
-        if not isinstance(rows, list):
-            raise UserError(f"{path}: expected a JSON list of objects")
-        numbered = list(enumerate(rows, start=1))
-    else:
-        numbered = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    numbered.append((number, json.loads(line)))
-                except ValueError as exc:
-                    raise UserError(f"{path}:{number}: not valid JSON: {exc}") from exc
-    records = []
-    for number, row in numbered[:limit]:
-        if not isinstance(row, dict) or "prompt" not in row:
-            raise UserError(f"{path}:{number}: each row must be an object with a 'prompt' field")
-        if not (isinstance(row["prompt"], str) or is_conversational(row["prompt"])):
-            raise UserError(f"{path}:{number}: 'prompt' must be text or a list of chat messages")
-        records.append(row)
-    if not records:
-        raise UserError(f"{path}: no rows")
-    return records
+    """Rows of a data file (JSONL; json, parquet, csv through `datasets`), each with a `prompt`."""
+    from grpo_core.data import check_prompts, read_records
+
+    if not Path(path).is_file():
+        raise UserError(f"cannot read data file {path}: no such file")
+    records = read_records(path)
+    return check_prompts(records[:limit] if limit else records, "prompt", str(path))
 
 
 def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write rows as JSONL through a temporary file and a rename, so a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Rows as JSONL, through a temporary file renamed into place: a reader never sees half a file."""
+    from grpo_rewards.cli import atomic_output
+
+    with atomic_output(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -237,30 +237,18 @@ def atomic_directory(target: Path) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def pick_device(device: str | Any = "auto") -> Any:
-    """`auto` -> cuda > mps > cpu; anything else is passed to `torch.device`."""
-    import torch
-
-    if str(device) != "auto":
-        return torch.device(device)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 def pick_dtype(dtype: str | Any, device: Any) -> Any:
-    """`auto` -> bfloat16 on a CUDA device that supports it, else float32; names like "bfloat16" too."""
+    """`auto` -> bfloat16 on a CUDA device that supports it, else float32; else a name or a torch dtype."""
     import torch
+
+    from grpo_core.model import DTYPES
 
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in (None, "auto"):
         cuda_bf16 = torch.device(device).type == "cuda" and torch.cuda.is_bf16_supported()
         return torch.bfloat16 if cuda_bf16 else torch.float32
-    names = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    names = {**DTYPES, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if dtype not in names:
         raise UserError(f"unknown dtype {dtype!r}; use one of: auto, {', '.join(names)}")
     return names[dtype]
@@ -275,8 +263,10 @@ def load_pretrained(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from grpo_core.model import resolve_device
+
     directory = resolve_model(name_or_path)
-    torch_device = pick_device(device)
+    torch_device = resolve_device(str(device))
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, torch_device))
     model.to(torch_device)
     tokenizer = AutoTokenizer.from_pretrained(directory)

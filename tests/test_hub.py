@@ -111,4 +111,3 @@ def test_dtype_names_and_auto():
     assert hub.pick_dtype(torch.float16, cpu) == torch.float16
     with pytest.raises(UserError, match="unknown dtype 'float8'"):
         hub.pick_dtype("float8", cpu)
-    assert hub.pick_device("cpu") == cpu
