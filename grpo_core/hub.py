@@ -114,6 +114,8 @@ def resolve_model(name_or_path: str | os.PathLike[str]) -> Path:
                 f"or use an offline alias: {', '.join(ALIASES)}"
             )
         return _hub_snapshot(text, local_only=False)  # type: ignore[return-value]
+    if os.sep in text or text.startswith((".", "~")):
+        raise UserError(f"model {text!r}: no such directory")
     raise UnknownNameError("model", text, ALIASES)
 
 

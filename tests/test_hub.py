@@ -47,6 +47,13 @@ def test_unknown_name_suggests_the_alias():
         hub.resolve_model("smollm2-135m-instruc")
 
 
+def test_missing_directory_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="no such directory"):
+        hub.resolve_model(str(tmp_path / "runs" / "final"))
+    with pytest.raises(UserError, match="no such directory"):
+        hub.resolve_model("./final")
+
+
 def test_missing_gguf_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         hub.resolve_model(tmp_path / "absent.gguf")
