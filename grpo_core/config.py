@@ -103,6 +103,8 @@ class TrainConfig(_Section):
     # Runtime
     device: Literal["auto", "cpu", "cuda", "mps"] = Field("auto", description="auto: cuda > mps > cpu.")
     bf16: bool | None = Field(None, description="bf16 autocast; null: on for CUDA with bf16 support, off elsewhere.")
+    torch_threads: int | None = Field(
+        None, ge=1, description="CPU threads for torch; null: torch's default. 1 is fastest on a busy machine.")
     logprob_chunk_mib: int = Field(64, ge=1, description="Memory budget of one chunk of lm_head logits.")
     output_dir: str = Field("outputs/grpo", description="Where metrics, checkpoints and the plot go.")
     overwrite_output_dir: bool = Field(False, description="Start afresh even if output_dir has checkpoints.")

@@ -54,8 +54,10 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
-def setup_runtime(device: str, bf16: bool | None) -> Runtime:
+def setup_runtime(device: str, bf16: bool | None, threads: int | None = None) -> Runtime:
     """Pick the device, join the process group under torchrun, decide on autocast."""
+    if threads is not None:
+        torch.set_num_threads(threads)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     dev = resolve_device(device, local_rank)

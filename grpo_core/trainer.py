@@ -42,7 +42,7 @@ def seed_everything(seed: int) -> None:
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         cfg = self.cfg = config
-        self.rt = setup_runtime(cfg.device, cfg.bf16)
+        self.rt = setup_runtime(cfg.device, cfg.bf16, cfg.torch_threads)
         self.out = Path(cfg.output_dir)
         seed_everything(cfg.seed)  # the same initial weights on every rank
         self.tokenizer = load_tokenizer(cfg.model.tokenizer or cfg.model.name_or_path, cfg.model.trust_remote_code)

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+import torch
 import yaml
 
 from grpo_core.data import register_tokenizer
@@ -66,6 +68,16 @@ def grpo_rewards_scorers():
     return [CharFraction, StartsWithAnswer]
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine a second thread makes tiny models several times
+    slower (spinning), and `torch_threads` set by a run must not leak into other tests."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_llama(**overrides: Any) -> dict[str, Any]:
     return {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
@@ -90,7 +102,7 @@ def base_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
         "num_generations": 4, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
         "max_completion_length": 8, "max_prompt_length": 16, "learning_rate": 3e-3, "beta": 0.04,
         "max_steps": 4, "seed": 0, "output_dir": str(tmp_path / "run"), "progress": False, "plot": False,
-        "lr_scheduler_type": "constant", "device": "cpu",
+        "lr_scheduler_type": "constant", "device": "cpu", "torch_threads": 1,
     }
     for key, value in overrides.items():
         node, parts = config, key.split(".")

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.loss import CompletionLogprobs, grpo_loss, selective_logprobs
 
 trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer", reason="TRL (the `trl` extra) is needed for parity")

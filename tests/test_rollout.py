@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from _grpo_core_helpers import char_tokenizer, char_tokenizer_pad_is_eos
+from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.loss import CompletionLogprobs, grpo_loss
 from grpo_core.rollout import (
     Rollout, completion_mask, decode_completions, encode_prompts, generate, generation_config, left_pad)
