@@ -1,0 +1,53 @@
+"""DDP on CPU: `torchrun --nproc_per_node=2` with gloo; ranks stay identical and match one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from _grpo_core_ddp_worker import fixed_steps
+from _grpo_core_helpers import TESTS, base_config, write_config
+from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
+from grpo_core.config import validate_config
+from grpo_core.metrics import read_metrics
+from grpo_core.trainer import Trainer
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                reason="this torch build has no gloo backend")
+
+
+@pytest.mark.timeout(300)
+def test_two_cpu_ranks_agree_with_each_other_and_with_one_process(tmp_path):
+    settings = dict(max_steps=3, save_steps=2, gradient_accumulation_steps=2,
+                    per_device_train_batch_size=4, eval_steps=3, scale_rewards="batch", learning_rate=1e-2)
+    path = write_config(tmp_path, **settings)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
+           str(TESTS / "_grpo_core_ddp_worker.py"), str(path), str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["world_size"] == 2 and result["steps"] == 3
+    assert result["moved"] > 0 and result["max_param_diff_across_ranks"] == 0.0
+
+    run = tmp_path / "run"
+    steps = [r["step"] for r in read_metrics(run / "metrics.jsonl")]
+    assert steps == [0, 1, 2, 3]  # rank 0 alone writes, each step once
+    assert (run / "checkpoint-2" / "rank0.pt").is_file() and (run / "checkpoint-2" / "rank1.pt").is_file()
+
+    # One process over the same global batch (twice the rows per micro-batch, same accumulation).
+    single = Trainer(validate_config(base_config(tmp_path, **{**settings, "per_device_train_batch_size": 8},
+                                                 output_dir=str(tmp_path / "single"))))
+    losses = fixed_steps(single)  # dapo, then grpo: their normalisations differ across ranks
+    assert losses == pytest.approx(result["fixed_losses"], abs=1e-5)
+    assert all(abs(x) > 1e-3 for x in losses)
+    ddp_params = torch.load(tmp_path / "fixed_step.pt")
+    for name, value in single.policy.state_dict().items():
+        assert torch.allclose(value, ddp_params[name], atol=1e-5), name
