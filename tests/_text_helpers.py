@@ -13,7 +13,7 @@ TOKENIZER_CORPUS = [
 ] * 8
 
 
-def build_tokenizer(directory: Path) -> Path:
+def build_tokenizer(directory: Path, corpus: list[str] | None = None, vocab_size: int = 300) -> Path:
     """Train a small byte-level BPE (any text encodes) and save it as an AutoTokenizer directory."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -21,9 +21,9 @@ def build_tokenizer(directory: Path) -> Path:
     core = Tokenizer(models.BPE(unk_token=None))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    core.train_from_iterator(TOKENIZER_CORPUS, trainer)
+    core.train_from_iterator(corpus or TOKENIZER_CORPUS, trainer)
     PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|endoftext|>").save_pretrained(directory)
     return directory
 

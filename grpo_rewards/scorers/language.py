@@ -102,7 +102,7 @@ class LanguageConsistency(Scorer):
         where = "completion"
         if p.source == "reasoning":
             text, where = reasoning_text(text)
-        if p.ignore_math_and_code:
+        if p.ignore_math_and_code and ("$" in text or "`" in text or "\\" in text):  # skip a pass when absent
             text = _MATH_AND_CODE.sub(" ", text)
         letters = _NON_LETTERS.sub("", text)
         if len(letters) < p.min_letters:

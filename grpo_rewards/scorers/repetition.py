@@ -35,8 +35,9 @@ def repeated_fraction(items: Sequence[Hashable], n: int) -> tuple[float, int]:
     """(1 - unique/total n-grams, total n-grams); (0, 0) when there are fewer than n items."""
     if len(items) < n:
         return 0.0, 0
-    ngrams = list(zip(*[items[i:] for i in range(n)], strict=False))
-    return 1 - len(set(ngrams)) / len(ngrams), len(ngrams)
+    total = len(items) - n + 1
+    unique = len(set(zip(*[items[i:] for i in range(n)], strict=False)))  # a set straight from zip: no list
+    return 1 - unique / total, total
 
 
 class Repetition(Scorer):
