@@ -55,10 +55,11 @@ class ThinkFormat(Scorer):
         p = self.params
         if p.prompt_opens_think != "auto":
             return bool(p.prompt_opens_think)
-        tail = prompt_text(sample).rstrip()[-len(p.think_tag) - 16 :]
+        open_tag = f"<{p.think_tag}>"
+        tail = prompt_text(sample).rstrip()[-len(open_tag) :]  # only the end of a long prompt matters
         if p.whitespace == "lenient":
-            tail = tail.lower()
-        return tail.endswith(f"<{p.think_tag.lower() if p.whitespace == 'lenient' else p.think_tag}>")
+            return tail.lower() == open_tag.lower()
+        return tail == open_tag
 
     def _one(self, sample: Sample) -> Score:
         p = self.params

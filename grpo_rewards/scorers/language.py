@@ -9,6 +9,7 @@ scripts such as English vs Chinese). Method `langid` tells apart languages that 
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -93,6 +94,9 @@ class LanguageConsistency(Scorer):
     def __init__(self, params: Any = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
         self._outside = _not_in_scripts(scripts_of(self.params.target))
+        if self.params.method == "langid" and importlib.util.find_spec("py3langid") is None:
+            raise ImportError("language_consistency method 'langid' needs py3langid: "
+                              "pip install 'grpo-rewards[langid]'")
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         return [self._one(completion_text(s)) for s in samples]
