@@ -77,10 +77,10 @@ def drop_capabilities() -> None:
     _check(_libc.capset(header, data), "capset")
 
 
-def set_rlimits(limits: dict[str, int]) -> None:
-    """Soft and hard limits both: the program cannot raise them back."""
+def set_rlimits(limits: dict[str, int | tuple[int, int]]) -> None:
+    """Soft and hard limits (one value: both), so the program cannot raise them back."""
     for name, value in limits.items():
-        resource.setrlimit(getattr(resource, name), (value, value))
+        resource.setrlimit(getattr(resource, name), value if isinstance(value, tuple) else (value, value))
 
 
 def drop_to_uid(uid: int) -> None:

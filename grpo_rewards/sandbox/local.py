@@ -46,7 +46,7 @@ LAYERS = {
     "hidden_home": "directories the sandbox uid cannot enter (root's home) are replaced by empty ones",
     "pid_namespace": "each run is its own PID namespace: killing its init kills daemons and forks too",
     "rlimits": "address space, CPU seconds, processes, file size, open files, no core dumps (hard limits)",
-    "pdeathsig": "a program dies with its supervisor even if every other kill misses it",
+    "pdeathsig": "a program dies with its zygote even if every other kill misses it",
     "no_new_privs": "setuid binaries cannot raise privileges",
     "landlock": "filesystem: read only system/Python paths, write only the run's dir; TCP and signals out denied",
     "probe_run": "a trivial program ran through every active layer",

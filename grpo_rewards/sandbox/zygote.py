@@ -313,9 +313,12 @@ class Zygote:
                     break
                 if exited:
                     break
-            _, wstatus, _ = os.wait4(pid, 0)
+            _, wstatus, usage = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
+        if killed is None and usage.ru_utime + usage.ru_stime >= limits["rlimits"]["RLIMIT_CPU"][0]:
+            # Init of a PID namespace ignores SIGXCPU: the hard limit's SIGKILL ends it instead.
+            killed = "cpu"
         self._drain_after_exit(bufs, fds, cap)
         if "pid_namespace" not in self.per_run and self.uid is not None:
             self._sweep_uid()  # nothing else would catch a setsid + double-fork daemon
@@ -392,10 +395,10 @@ def _first_untraversable(path: str) -> str | None:
 
 def _limits(given: dict) -> dict:
     wall = float(given.get("wall_s", 5.0))
-    cpu = given.get("cpu_s") or wall
+    cpu_s = max(1, int(-(-float(given.get("cpu_s") or wall) // 1)))
     mem = int(given.get("memory_mb", 512)) << 20
     rlimits = {
-        "RLIMIT_AS": mem, "RLIMIT_CPU": max(1, int(-(-float(cpu) // 1))), "RLIMIT_CORE": 0,
+        "RLIMIT_AS": mem, "RLIMIT_CPU": (cpu_s, cpu_s + 1),  # SIGXCPU at soft, SIGKILL a second later "RLIMIT_CORE": 0,
         "RLIMIT_NPROC": int(given.get("processes", 32)), "RLIMIT_NOFILE": int(given.get("open_files", 64)),
         "RLIMIT_FSIZE": int(given.get("file_size_mb", 16)) << 20,
     }
@@ -469,6 +472,8 @@ def _verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wsta
         return _result("infra", detail=f"sandbox layer failed: {st['infra']}", **common)
     if killed == "timeout":
         return _result("timeout", detail=f"wall-clock limit of {limits['wall_s']:g} s", **common)
+    if killed == "cpu" and os.WIFSIGNALED(wstatus):
+        return _result("timeout", exit_code=-os.WTERMSIG(wstatus), detail="CPU time limit", **common)
     if killed == "output_limit":
         return _result("output_limit", detail=f"output cut at {limits['output_bytes']} bytes", **common)
     if not st.get("ready"):

@@ -1,0 +1,169 @@
+"""The local sandbox's ordinary behaviour: layers, statuses, parallel pool, recovery, plugin, check CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, zygotes_alive
+
+from grpo_rewards.registry import get_registry
+from grpo_rewards.sandbox import check
+from grpo_rewards.sandbox.base import Job, Limits
+from grpo_rewards.sandbox.local import LAYERS, LocalSandbox
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    sb = LocalSandbox(workers=2)
+    yield sb
+    sb.close()
+
+
+def test_every_layer_is_probed_and_reported(sandbox):
+    layers = sandbox.layers()
+    assert set(LAYERS) <= set(layers)  # no layer silently absent from the report
+    assert layers["zygote"] == "" and layers["probe_run"] == ""
+    for name in ("net_namespace", "pid_namespace", "rlimits", "no_new_privs", "landlock", "private_tmp"):
+        assert layers[name] == "", f"{name}: {layers[name]}"  # this host has them all
+    assert (layers["uid"] == "") == IS_ROOT
+
+
+def test_ok_error_and_exit_codes(sandbox):
+    ok = sandbox.run("print(6 * 7)", limits=SAFE)
+    assert (ok.status, ok.stdout, ok.exit_code) == ("ok", "42\n", 0)
+    err = sandbox.run("def f():\n    raise KeyError('k')\nf()", limits=SAFE)
+    assert err.status == "error" and err.exit_code == 1
+    assert err.detail == "KeyError: 'k'" and 'main.py", line 3' in err.stderr
+    assert "zygote" not in err.stderr  # the traceback shows the program, not the sandbox
+    assert sandbox.run("import sys; sys.exit(3)", limits=SAFE).exit_code == 3
+    assert sandbox.run("raise SystemExit('bye')", limits=SAFE).stderr == "bye\n"
+
+
+def test_stdin_is_given_or_empty(sandbox):
+    assert sandbox.run("print(input()[::-1])", "abc\n", SAFE).stdout == "cba\n"
+    r = sandbox.run("import sys; print(repr(sys.stdin.read()))", limits=SAFE)
+    assert (r.status, r.stdout) == ("ok", "''\n")
+
+
+def test_program_sees_a_clean_private_world(sandbox, tmp_path_factory):
+    host_file = f"/tmp/grpo-host-{os.getpid()}"
+    open(host_file, "w").close()
+    code = ("import os, json\n"
+            "print(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(), 'uid': os.getuid(), 'pid': os.getpid(),"
+            f" 'host_file': os.path.exists({host_file!r})}}))")
+    os.environ["GRPO_TEST_SECRET"] = "hunter2"
+    try:
+        r = sandbox.run(code, limits=SAFE)
+    finally:
+        del os.environ["GRPO_TEST_SECRET"]
+        os.unlink(host_file)
+    assert r.status == "ok", r.stderr
+    seen = json.loads(r.stdout)
+    assert set(seen["env"]) == {"PATH", "HOME", "TMPDIR", "LANG"}
+    assert seen["cwd"].startswith("/tmp/run-") and seen["env"]["HOME"] == seen["cwd"]
+    assert seen["pid"] == 1  # init of its own PID namespace
+    if IS_ROOT:
+        assert seen["uid"] >= 1_000_000
+    assert seen["host_file"] is False  # a private /tmp: the host's files are not there
+
+
+def test_files_written_stay_in_the_run_dir_and_vanish(sandbox):
+    r = sandbox.run("open('out.txt', 'w').write('x' * 100); print(open('out.txt').read()[:3])", limits=SAFE)
+    assert (r.status, r.stdout) == ("ok", "xxx\n")
+    again = sandbox.run("import os; print(os.listdir('/tmp'), os.listdir('.'))", limits=SAFE)
+    assert "out.txt" not in again.stdout
+
+
+def test_statuses_timeout_memory_output_limit(sandbox):
+    assert sandbox.run("while True: pass", limits=Limits(wall_s=1.0)).status == "timeout"
+    mem = sandbox.run("x = bytearray(400 * 1024 * 1024)", limits=SAFE)
+    assert mem.status == "memory" and "256 MB" in mem.detail
+    out = sandbox.run("print('y' * 100_000)", limits=Limits(output_bytes=1000))
+    assert out.status == "output_limit" and len(out.stdout) == 1000
+    big = sandbox.run("open('big', 'wb').write(b'0' * (8 << 20))", limits=SAFE)  # over file_size_mb=4
+    assert big.status == "error" and "File too large" in big.detail
+
+
+def test_cpu_limit_is_a_timeout(sandbox):
+    r = sandbox.run("while True: pass", limits=Limits(wall_s=10.0, cpu_s=1.0))
+    assert r.status == "timeout" and r.detail == "CPU time limit" and r.seconds < 5
+
+
+@pytest.mark.timeout(60)
+def test_run_many_is_parallel_and_in_order(sandbox):
+    jobs = [Job(f"import time; time.sleep(0.4); print({i})", "", SAFE) for i in range(6)]
+    start = time.monotonic()
+    results = sandbox.run_many(jobs)
+    elapsed = time.monotonic() - start
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(6)]
+    assert elapsed < 6 * 0.4 * 0.9  # two zygotes: well under the serial time
+
+
+def test_a_killed_zygote_is_replaced_and_its_job_rerun():
+    sb = LocalSandbox(workers=1)
+    try:
+        sb.layers()
+        victim = sb.pids[0]
+        jobs = [Job("import time; time.sleep(1.5); print('done')", "", SAFE)]
+        killer = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(0.5); os.kill({victim}, 9)"])
+        [result] = sb.run_many(jobs)
+        killer.wait(10)
+        assert result.status == "ok" and result.stdout == "done\n"  # rerun on the replacement
+        assert sb.restarts == 1 and sb.pids != [victim] and zygotes_alive(sb)
+        assert_nothing_left(sb)
+    finally:
+        sb.close()
+
+
+def test_required_layer_missing_gives_infra():
+    with pytest.raises(ValueError, match="unknown sandbox layer"):
+        LocalSandbox(require=["teleport"])
+    sb = LocalSandbox(workers=1, require=["user_namespace"] if IS_ROOT else ["uid"])  # n/a here: not active
+    try:
+        r = sb.run("print(1)")
+        assert r.status == "infra" and "required sandbox layer" in r.detail
+    finally:
+        sb.close()
+
+
+def test_close_stops_every_zygote():
+    sb = LocalSandbox(workers=2)
+    sb.layers()
+    procs = [z.proc for z in sb._zygotes]
+    sb.close()
+    assert all(p.poll() is not None for p in procs)
+    sb.close()  # twice is fine
+
+
+def test_zygote_never_imports_the_project_or_torch(sandbox):
+    r = sandbox.run("import sys; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                    "('torch', 'grpo_rewards', 'pydantic', 'numpy', 'threading')))", limits=SAFE)
+    assert r.stdout == "[]\n"
+
+
+def test_registered_as_the_local_sandbox_plugin():
+    assert get_registry().sandbox("local") is LocalSandbox
+
+
+def test_sandbox_check_prints_every_layer_and_exits_0(capsys):
+    assert check.main(["--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [row["layer"] for row in report["layers"]] == list(LAYERS)
+    assert all(row["got"] == row["expected"] for row in report["live"])
+    assert check.main(["--no-live"]) == 0
+    assert "landlock" in capsys.readouterr().out
+
+
+def test_sandbox_check_explains_a_missing_layer():
+    rows = check.layer_rows({"landlock": "Landlock is not available in this kernel", "uid": "n/a: not root"})
+    by_name = {name: (state, meaning) for name, state, meaning in rows}
+    assert by_name["landlock"][0] == "MISSING" and "not available" in by_name["landlock"][1]
+    assert by_name["uid"][0] == "not needed"
+    assert by_name["zygote"][0] == "MISSING"  # not reported means missing, never assumed

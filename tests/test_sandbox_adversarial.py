@@ -1,0 +1,214 @@
+"""Hostile programs against the local sandbox.
+
+Each test asserts the status the sandbox reports AND that what the program attacked is
+untouched, that no process of the sandbox uids is left behind, and that the pool still works.
+Limits are conservative (8 processes, 256 MB, 3 s; see sandbox_helpers.SAFE), so that even an
+escaped bomb would stay small on this shared machine; containment was first verified with
+harmless variants (a bounded fork loop stops at the process limit).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, zygotes_alive
+
+from grpo_rewards.sandbox.base import Limits
+from grpo_rewards.sandbox.local import LocalSandbox
+
+pytestmark = pytest.mark.timeout(90)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    sb = LocalSandbox(workers=2)
+    sb.layers()
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+def run(sandbox):
+    """Run a program; afterwards check that nothing is left and the same zygotes still serve."""
+    pids = list(sandbox.pids)
+
+    def _run(code: str, stdin: str = "", limits: Limits = SAFE):
+        return sandbox.run(code, stdin, limits)
+
+    yield _run
+    assert_nothing_left(sandbox)
+    assert zygotes_alive(sandbox) and sandbox.pids == pids and sandbox.restarts == 0
+    assert sandbox.run("print('still here')", limits=SAFE).stdout == "still here\n"
+
+
+def test_fork_bomb(run):
+    r = run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+    assert r.status == "timeout"
+
+
+def test_fork_bomb_is_capped_at_the_process_limit(run):
+    r = run("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(60)\n"
+            "        n += 1\nexcept OSError:\n    print(n)")
+    assert r.status == "ok" and int(r.stdout) < SAFE.processes
+
+
+def test_memory_bomb(run):
+    r = run("x = []\nwhile True:\n    x.append(bytearray(10 ** 7))")
+    assert r.status == "memory"
+
+
+def test_cpu_spin(run):
+    start = time.monotonic()
+    assert run("while True: pass", limits=Limits(wall_s=1.0)).status == "timeout"
+    assert time.monotonic() - start < 5
+
+
+def test_sleep_forever(run):
+    start = time.monotonic()
+    assert run("import time; time.sleep(10 ** 6)", limits=Limits(wall_s=1.0)).status == "timeout"
+    assert time.monotonic() - start < 5
+
+
+def test_thread_bomb(run):
+    r = run("import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()")
+    assert r.status == "error" and "can't start new thread" in r.detail
+
+
+def test_a_gigabyte_of_stdout(run):
+    start = time.monotonic()
+    r = run("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)")
+    assert r.status == "output_limit" and len(r.stdout) == SAFE.output_bytes
+    assert time.monotonic() - start < 10
+
+
+@pytest.fixture
+def host_files(tmp_path):
+    """Files the program must not write, read or delete: under home, host /tmp, the project tree."""
+    tag = f"grpo-sbx-{os.getpid()}-{time.monotonic_ns()}"
+    files = [Path.home() / f".{tag}", Path("/tmp") / tag, REPO / f".{tag}"]
+    for f in files:
+        f.write_text("secret-contents")
+        f.chmod(0o644)  # readable by anyone as far as permissions go: only the sandbox stops it
+    yield files
+    for f in files:
+        f.unlink(missing_ok=True)
+
+
+def test_writes_outside_the_run_dir(run, host_files):
+    targets = [*host_files, *(f.parent / (f.name + "-new") for f in host_files)]
+    code = ("import sys\nfor path in sys.argv[1:] or %r:\n    try:\n        open(path, 'w').write('pwned')\n"
+            "        print('WROTE', path)\n    except OSError as e:\n        print('denied', path, e.errno)") % [str(t) for t in targets]
+    r = run(code)
+    assert r.status == "ok" and "WROTE" not in r.stdout and r.stdout.count("denied") == len(targets)
+    assert all(f.read_text() == "secret-contents" for f in host_files)
+    assert not any((f.parent / (f.name + "-new")).exists() for f in host_files)
+
+
+def test_reading_secrets_of_the_parent(run, host_files, monkeypatch):
+    monkeypatch.setenv("GRPO_API_KEY", "sk-supersecret")
+    code = ("import os\nout = [repr(dict(os.environ))]\nfor path in %r + ['/proc/1/environ', '/proc/self/environ',"
+            " os.path.expanduser('~/.bash_history'), '/root/.bashrc', '/etc/shadow']:\n"
+            "    try:\n        out.append(open(path, 'rb').read().decode(errors='replace'))\n"
+            "    except OSError as e:\n        out.append('denied %%s' %% e.errno)\nprint(out)") % [str(f) for f in host_files]
+    r = run(code)
+    assert r.status == "ok"
+    assert "sk-supersecret" not in r.stdout and "secret-contents" not in r.stdout
+    assert "GRPO_API_KEY" not in r.stdout
+
+
+def test_network_connect_to_a_local_listener(run):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        r = run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\nprint('CONNECTED')")
+        assert r.status == "error" and "CONNECTED" not in r.stdout
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing ever reached the listener
+
+
+def test_killing_the_parent_and_the_zygotes(run, sandbox):
+    zygotes = ", ".join(str(p) for p in sandbox.pids)
+    code = ("import os, signal\nfor target in [os.getppid(), %s, -1]:\n    try:\n        os.kill(target, 9)\n"
+            "    except OSError as e:\n        print('denied', target, e.errno)\ntry:\n    os.killpg(os.getpgid(0), 9)\n"
+            "except OSError as e:\n    print('denied killpg', e.errno)\nprint('alive')") % zygotes
+    canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        r = run(code)
+        # PID 1 of its namespace ignores signals from inside it: it survives its own kill -1.
+        assert r.status in ("ok", "error")
+        assert canary.poll() is None  # kill(-1) reached nothing outside the sandbox
+    finally:
+        canary.kill()
+        canary.wait()
+
+
+def test_setsid_double_fork_daemon(run, sandbox):
+    code = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        os.write(w, str(os.getpid()).encode())\n        while True:\n            time.sleep(1)\n"
+            "    os._exit(0)\nos.close(w)\nprint('daemon', os.read(r, 32).decode())")
+    r = run(code)
+    assert r.status == "ok" and r.stdout.startswith("daemon ")
+    # the `run` fixture then asserts that no process of the sandbox uid survives
+
+
+def test_closing_and_writing_inherited_fds(run):
+    code = ("import os\nwritable = []\nfor fd in range(0, 256):\n    try:\n        os.write(fd, b'')\n"
+            "        os.write(fd, b'x')\n        writable.append(fd)\n    except OSError:\n        pass\n"
+            "os.write(2, repr(writable).encode())\nfor fd in range(0, 256):\n    try:\n        os.close(fd)\n"
+            "    except OSError:\n        pass")
+    r = run(code)
+    assert r.status == "ok"
+    assert r.stderr.endswith("[1, 2]")  # only its own stdout and stderr; stdin is /dev/null
+
+
+def test_reading_stdin_when_none_is_given(run):
+    start = time.monotonic()
+    r = run("print(input())")
+    assert r.status == "error" and r.detail.startswith("EOFError") and time.monotonic() - start < 3
+
+
+def test_deep_recursion(run):
+    r = run("def f(n):\n    return f(n + 1)\nf(0)")
+    assert r.status == "error" and "RecursionError" in r.detail
+    deeper = run("import sys\nsys.setrecursionlimit(10 ** 7)\ndef f(n):\n    return f(n + 1)\nf(0)")
+    assert deeper.status in ("error", "memory", "timeout")
+
+
+def test_ctypes_segfault(run):
+    r = run("import ctypes\nctypes.string_at(0)")
+    assert r.status == "error" and r.exit_code == -11 and "SIGSEGV" in r.detail
+
+
+def test_raising_its_own_limits_back(run):
+    code = ("import resource\nfor name in ('RLIMIT_NPROC', 'RLIMIT_AS', 'RLIMIT_CPU', 'RLIMIT_NOFILE', 'RLIMIT_FSIZE'):\n"
+            "    lim = getattr(resource, name)\n    soft, hard = resource.getrlimit(lim)\n"
+            "    try:\n        resource.setrlimit(lim, (hard * 4 + 10, hard * 4 + 10))\n        print('RAISED', name)\n"
+            "    except (ValueError, OSError):\n        print('kept', name)")
+    r = run(code)
+    assert r.status == "ok" and "RAISED" not in r.stdout and r.stdout.count("kept") == 5
+
+
+def test_chdir_root_and_delete_files(run, host_files):
+    code = ("import os, shutil\nos.chdir('/')\nfor path in %r + ['/etc/hostname', '/work', '/tmp']:\n"
+            "    for remove in (os.unlink, shutil.rmtree):\n        try:\n            remove(path)\n"
+            "            print('REMOVED', path)\n        except OSError:\n            pass\nprint('done')") % [str(f) for f in host_files]
+    r = run(code)
+    assert r.status == "ok" and "REMOVED" not in r.stdout
+    assert all(f.read_text() == "secret-contents" for f in host_files)
+    assert (REPO / "pyproject.toml").exists() and Path("/etc/hostname").exists()
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="a separate sandbox uid exists only when the pool runs as root")
+def test_programs_never_run_as_root(run):
+    r = run("import os\nprint(os.getuid(), os.geteuid(), os.getgid(), os.getgroups())")
+    uid, euid, gid, *_ = r.stdout.split()
+    assert int(uid) == int(euid) >= 1_000_000 and int(gid) >= 1_000_000
