@@ -274,6 +274,10 @@ class RegexFormat(Scorer):
 
 # ---------------------------------------------------------------------------------------------
 
+# A generous cap for the step patterns: the defaults take milliseconds on 1 MB, a user pattern that
+# backtracks catastrophically gets None instead of stalling the trainer.
+STEP_PATTERN_TIMEOUT_S = 5.0
+
 DEFAULT_STEP_PATTERNS = [
     r"\bStep\s*\d+\s*[:.]",
     r"^[ \t]*\d+[.)][ \t]",
@@ -321,10 +325,10 @@ class ReasoningSteps(Scorer):
             text, _ = reasoning_text(text)
         markers: list[str] = []
         try:
-            for m in self._pattern.finditer(text, timeout=5.0):
+            for m in self._pattern.finditer(text, timeout=STEP_PATTERN_TIMEOUT_S):
                 markers.append(m.group(0).strip())
                 if len(markers) >= target:  # the cap is reached: no need to scan a 1 MB tail
                     break
         except TimeoutError:
-            return Score.unscorable("step patterns timed out after 5 s")
+            return Score.unscorable(f"step patterns timed out after {STEP_PATTERN_TIMEOUT_S:g} s")
         return Score(len(markers) / target, {"steps": len(markers), "target_steps": target, "markers": markers[:10]})
