@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ def generate_completions(
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     texts = [render_prompt(tokenizer, r["prompt"], chat_template) for r in records]
-    jobs = [(i, k) for i in range(len(records)) for k in range(num_samples)]
+    jobs = [i for i in range(len(records)) for _ in range(num_samples)]  # record index per sequence
     eos_ids = eos_token_ids(model, tokenizer)
     config = generation_config(tokenizer, eos_ids, max_new_tokens, temperature > 0, temperature, top_p, 0)
     if seed is not None:
@@ -140,10 +141,10 @@ def generate_completions(
         with _progress(progress, len(jobs)) as advance, torch.inference_mode():
             for start in range(0, len(jobs), batch_size):
                 chunk = jobs[start : start + batch_size]
-                batch = encode_prompts(tokenizer, [texts[i] for i, _ in chunk], max_prompt_length).to(device)
+                batch = encode_prompts(tokenizer, [texts[i] for i in chunk], max_prompt_length).to(device)
                 generated = model.generate(**batch, generation_config=config)
                 completions = decode_completions(tokenizer, generated[:, batch["input_ids"].shape[1] :], eos_ids)
-                for offset, ((i, _), text) in enumerate(zip(chunk, completions)):
+                for offset, (i, text) in enumerate(zip(chunk, completions)):
                     record = records[i]
                     out[start + offset] = {**record, "completion": completion_for(record["prompt"], text)}
                 advance(len(chunk))
@@ -152,29 +153,19 @@ def generate_completions(
     return out
 
 
-class _progress:
-    """A rich progress bar on stderr (or nothing), used as `with _progress(on, total) as advance:`."""
+@contextmanager
+def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (or nothing); yields `advance(n)`."""
+    if not enabled:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled, self.total, self.bar = enabled, total, None
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda n: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(
-            TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True),
-        )
-        self.bar.start()
-        task = self.bar.add_task("generate", total=self.total)
-        return lambda n: self.bar.advance(task, n)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    columns = (TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task("generate", total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 def read_prompt_records(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
