@@ -88,3 +88,11 @@ def test_spec_reference_error_example_matches_the_real_messages(tmp_path):
     [shown] = blocks(REPO / "docs" / "spec.md", "text")
     real = result.stderr.replace(str(bad), "bad.yaml")
     assert real.strip() == shown.strip()
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/getting-started.md", "docs/spec.md", "docs/plugins.md"])
+def test_relative_links_resolve(doc):
+    path = REPO / doc
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+        if "://" not in target:
+            assert (path.parent / target).exists(), f"{doc} links to missing {target}"
