@@ -24,26 +24,26 @@ class CodeTestsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     program: Literal["extract", "prompt_plus_completion"] = Field(
-        "extract", description="'extract': the code is a fenced python block of the completion (or the whole "
-        "completion when it has none); 'prompt_plus_completion': HumanEval style, the completion continues the prompt")
-    block: Literal["last", "first"] = Field("last", description="which fenced python block to run when there are several")
-    require_block: bool = Field(False, description="a completion without a fenced code block scores 0 instead of "
-                                "being run whole")
-    reward: Literal["fraction", "all"] = Field("fraction", description="'fraction': share of tests passed; "
-                                               "'all': 1 only when every test passes")
-    per_test_timeout_s: float = Field(3.0, gt=0, le=300, description="time limit of one test (and of loading the code)")
-    timeout_s: float = Field(10.0, gt=0, le=3600, description="time limit of all tests of one sample together")
-    memory_mb: int = Field(512, ge=32, le=65536, description="address-space limit of the program, in MB")
-    max_processes: int = Field(8, ge=1, le=4096, description="processes + threads the program may run at once")
-    output_bytes: int = Field(1 << 20, ge=1024, le=1 << 28, description="stdout cap per execution, in bytes")
+        "extract", description="`extract`: the code is a fenced python block of the completion (the whole "
+        "completion when it has none); `prompt_plus_completion`: HumanEval style, the completion continues the prompt.")
+    block: Literal["last", "first"] = Field("last", description="Which fenced block to run when there are several.")
+    require_block: bool = Field(False, description="A completion without a fenced code block scores 0 instead of "
+                                "being run whole.")
+    reward: Literal["fraction", "all"] = Field("fraction", description="`fraction`: share of tests passed; "
+                                               "`all`: 1 only when every test passes.")
+    per_test_timeout_s: float = Field(3.0, gt=0, le=300, description="Time limit of one test (and of loading the code), seconds.")
+    timeout_s: float = Field(10.0, gt=0, le=3600, description="Time limit of all tests of one sample together, seconds.")
+    memory_mb: int = Field(512, ge=32, le=65536, description="Address-space limit of each process of the program, MB.")
+    max_processes: int = Field(8, ge=1, le=4096, description="Processes plus threads the program may run at once.")
+    output_bytes: int = Field(1 << 20, ge=1024, le=1 << 28, description="Output cap per execution (stdout and stderr each), bytes; over it: `output_limit`.")
     whitespace: Literal["exact", "trailing", "tokens"] = Field(
-        "trailing", description="stdin/stdout tests: 'exact' lines; 'trailing' ignores trailing spaces and blank "
-        "lines at the end; 'tokens' compares whitespace-separated tokens of each line")
+        "trailing", description="stdin/stdout tests: `exact` lines; `trailing` ignores trailing spaces and blank "
+        "lines at the end; `tokens` compares the whitespace-separated tokens of each line.")
     float_tolerance: float = Field(0.0, ge=0, le=1, description="stdin/stdout tests: numbers within this absolute "
-                                   "or relative tolerance are equal (0 = exact)")
-    sandbox: str = Field("local", min_length=1, description="code-execution backend (a grpo_rewards_sandboxes name)")
-    workers: int | None = Field(None, ge=1, le=256, description="parallel executions (local sandbox: zygote "
-                                "processes); default min(4, CPU count)")
+                                   "or relative tolerance are equal (0: exact).")
+    sandbox: str = Field("local", min_length=1, description="Code-execution backend: a name registered through `grpo_rewards_sandboxes`.")
+    workers: int | None = Field(None, ge=1, le=256, description="Parallel executions (local sandbox: zygote "
+                                "processes); null: min(4, CPU count).")
 
     @field_validator("sandbox")
     @classmethod
