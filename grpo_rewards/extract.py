@@ -82,18 +82,41 @@ def after_think(text: str, close_tag: str = "</think>") -> str | None:
     return None if idx < 0 else text[idx + len(close_tag) :]
 
 
-_FENCE = re.compile(r"(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+#.-]*)[^\n]*\n(?P<body>.*?)(?:\n[ \t]*(?P=fence)|\Z)", re.DOTALL)
+_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
+
+
+def fenced_code(text: str) -> list[tuple[str, str]]:
+    """`(language tag, lower-cased; body)` of every fenced code block, in order.
+
+    Line by line rather than one regex: a backreferencing regex backtracks quadratically on a long
+    run of backticks, and this must stay linear on any input. A closing fence is a line of the
+    opening's character, at least as long (CommonMark); an unterminated last block counts, since
+    models often stop mid-block.
+    """
+    blocks: list[tuple[str, str]] = []
+    fence, lang, body = None, "", []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if fence is None:
+            m = _FENCE_OPEN.match(stripped)
+            if m:
+                fence, lang, body = m.group(1), m.group(2).lower(), []
+            continue
+        if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
+            blocks.append((lang, "\n".join(body)))
+            fence = None
+        else:
+            body.append(line)
+    if fence is not None:
+        blocks.append((lang, "\n".join(body)))
+    return blocks
 
 
 def fenced_blocks(text: str, language: str | None = None, aliases: tuple[str, ...] = ()) -> list[str]:
-    """Bodies of fenced code blocks; with `language`, only those tagged with it (or an alias,
-    case-insensitive). An unterminated final fence counts: models often stop mid-block."""
+    """Bodies of fenced code blocks; with `language`, only those tagged with it or an alias
+    (case-insensitive)."""
     wanted = {x.lower() for x in (language, *aliases) if x}
-    out = []
-    for m in _FENCE.finditer(text):
-        if not wanted or m.group("lang").lower() in wanted:
-            out.append(m.group("body"))
-    return out
+    return [body for lang, body in fenced_code(text) if not wanted or lang in wanted]
 
 
 _NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])|(?<![\w.])[-−]?\.\d+")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -13,37 +12,15 @@ from jsonschema import exceptions as js_exceptions
 from jsonschema import validators
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from grpo_rewards.extract import after_think, tag_block
+from grpo_rewards.extract import after_think, fenced_code, tag_block
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import completion_text, reference_of
 
 
-_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
-
-
 def fenced_json_blocks(text: str) -> list[str]:
-    """Bodies of ```json blocks, else of untagged non-blank ones (an unterminated last block counts).
-
-    Line by line rather than `extract.fenced_blocks`, whose one regex backtracks quadratically on a
-    long run of backticks; this stays linear on any input.
-    """
-    blocks: dict[str, list[str]] = {"json": [], "": []}  # by language tag; others are ignored
-    fence, lang, body = None, "", []
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if fence is None:
-            m = _FENCE_OPEN.match(stripped)
-            if m:
-                fence, lang, body = m.group(1), m.group(2).lower(), []
-            continue
-        if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
-            blocks.get(lang, []).append("\n".join(body))
-            fence = None
-        else:
-            body.append(line)
-    if fence is not None:
-        blocks.get(lang, []).append("\n".join(body))
-    return blocks["json"] or [b for b in blocks[""] if b.strip()]
+    """Bodies of ```json blocks, else of untagged non-blank ones (an unterminated last block counts)."""
+    blocks = fenced_code(text)
+    return [b for lang, b in blocks if lang == "json"] or [b for lang, b in blocks if not lang and b.strip()]
 
 
 def _validator_class(schema: Any) -> Any:
