@@ -226,3 +226,18 @@ def test_the_documented_http_backend_skeleton_plugs_in(monkeypatch, tmp_path):
         assert s.value is None and "sandbox infrastructure failure" in s.info["reason"]
     finally:
         scorer.close()
+
+
+def test_harness_runs_from_source_where_bytecode_does_not_fit(scorer):
+    """A backend with another Python (another bytecode magic) compiles the harness from source."""
+    from grpo_rewards.scorers.code_harness import harness_program, harness_reports
+
+    suite = parse_reference(ADD_TEST).assert_suite
+    program, tag = harness_program("def add(a, b):\n    return a + b if a >= 0 else 99", suite, 2.0)
+    magic = __import__("importlib.util").util.MAGIC_NUMBER.hex()
+    foreign = program.replace(f'"magic": "{magic}"', '"magic": "0000"')
+    assert foreign != program
+    for text in (program, foreign):
+        result = scorer.backend().run(text, "", Limits(wall_s=5))
+        reports = [r["status"] for r in harness_reports(result.stdout, tag) if "test" in r]
+        assert reports == ["passed", "passed", "failed"]

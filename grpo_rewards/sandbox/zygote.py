@@ -39,7 +39,7 @@ del sys.path[0]
 
 # Modules the programs commonly import, loaded once here so that each forked child has them
 # already (imports after the uid drop can also only read what Landlock allows).
-PRELOAD = ("fcntl array bisect collections copy dataclasses datetime decimal enum fractions functools hashlib heapq "
+PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy dataclasses datetime decimal enum fractions functools hashlib heapq "
            "io itertools json math numbers operator random re statistics string struct textwrap "
            "traceback types typing unicodedata atexit")
 PROGRAM = "main.py"

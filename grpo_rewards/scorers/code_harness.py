@@ -12,7 +12,11 @@ never counts as passed.
 from __future__ import annotations
 
 import ast
+import base64
+import functools
+import importlib.util
 import json
+import marshal
 import math
 import secrets
 from collections.abc import Mapping
@@ -175,9 +179,9 @@ def _walk_same_scope(node: ast.AST):
                 todo.append(child)
 
 
+# The fixed part of the harness: compiled once by the scorer, shipped as bytecode (below).
 _HARNESS = '''\
 import json as _json, os as _os, signal as _signal, traceback as _tb
-_D = _json.loads(%r)
 _OUT = _os.dup(1)
 
 
@@ -198,13 +202,13 @@ def _classify(e):
         return "passed", ""
     try:
         if isinstance(e, _Timeout):
-            return "timeout", "over %%g s" %% _D["limit"]
+            return "timeout", "over %g s" % _D["limit"]
         if isinstance(e, MemoryError):
             return "memory", "MemoryError"
         if isinstance(e, AssertionError):
             return "failed", str(e)[:300]
         if isinstance(e, SystemExit):
-            return "error", "the program called exit(%%r)" %% (e.code,)
+            return "error", "the program called exit(%r)" % (e.code,)
         return "error", _tb.format_exception_only(type(e), e)[-1].strip()[:300]
     except BaseException:
         return "error", type(e).__name__
@@ -224,7 +228,7 @@ def _end(i, e):
 def _run(src, name, ns):
     _begin(-1)
     try:
-        exec(compile(src, name, "exec"), ns)
+        exec(compile(src, name, "exec") if isinstance(src, str) else src, ns)
     except BaseException as e:
         _signal.setitimer(_signal.ITIMER_REAL, 0)
         return _classify(e)
@@ -234,7 +238,7 @@ def _run(src, name, ns):
 
 def _main():
     ns = {"__name__": "solution", "__builtins__": __builtins__}
-    for src, name in ((_D["code"], "solution.py"), (_D["setup"], "tests.py")):
+    for src, name in ((_D["code"], "solution.py"), (_load("setup.py"), "setup.py")):
         status, detail = _run(src, name, ns)
         if status != "passed":
             _report(phase=name, status=status, detail=detail)
@@ -242,11 +246,11 @@ def _main():
     args = ()
     if _D["entry_point"]:
         if not callable(ns.get(_D["entry_point"])):
-            _report(phase="solution.py", status="error", detail="entry point %%r is not defined" %% _D["entry_point"])
+            _report(phase="solution.py", status="error", detail="entry point %r is not defined" % _D["entry_point"])
             return
         args = (ns[_D["entry_point"]],)
     ns.update(__grpo_begin=_begin, __grpo_end=_end)
-    status, detail = _run(_D["tests"], "tests.py", ns)
+    status, detail = _run(_load("tests.py"), "tests.py", ns)
     if status == "passed":
         try:
             ns["__grpo_tests"](*args)
@@ -265,12 +269,45 @@ _main()
 '''
 
 
+# What the sandbox runs: decode the data, then run the harness. The trusted parts (harness,
+# the reference's setup and tests) come as bytecode compiled by the scorer, when this
+# interpreter reads that bytecode (same magic number, e.g. the local sandbox), else as source:
+# a child forked for one run compiles several times slower than a warm process (page faults),
+# and the tests of one prompt are compiled once for all the completions of its group.
+# The candidate's code is always compiled inside the sandbox.
+_BOOT = '''\
+import base64 as _b64, json as _json, marshal as _marshal
+from importlib.util import MAGIC_NUMBER as _MAGIC
+_D = _json.loads(%r)
+
+
+def _load(name):
+    if _D["magic"] == _MAGIC.hex() and name in _D["compiled"]:
+        return _marshal.loads(_b64.b64decode(_D["compiled"][name]))
+    return _D["sources"][name]
+
+
+_h = _load("harness.py")
+exec(compile(_h, "harness.py", "exec") if isinstance(_h, str) else _h)
+'''
+
+
+@functools.lru_cache(maxsize=2048)
+def _bytecode(source: str, filename: str) -> str | None:
+    try:
+        return base64.b64encode(marshal.dumps(compile(source, filename, "exec"))).decode("ascii")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # the sandbox compiles it and reports the error as the tests' error
+
+
 def harness_program(code: str, suite: AssertSuite, per_test_s: float) -> tuple[str, str]:
     """(program, tag): the harness with the candidate, setup and tests embedded as JSON."""
     tag = "@@grpo-" + secrets.token_hex(8) + "@@"
-    data = {"tag": tag, "code": code, "setup": suite.setup, "limit": per_test_s, "tests": tests_function(suite),
-            "entry_point": suite.entry_point if suite.param else None}
-    return _HARNESS % json.dumps(data), tag
+    sources = {"harness.py": _HARNESS, "setup.py": suite.setup, "tests.py": tests_function(suite)}
+    compiled = {name: b for name, src in sources.items() if (b := _bytecode(src, name)) is not None}
+    data = {"tag": tag, "code": code, "limit": per_test_s, "entry_point": suite.entry_point if suite.param else None,
+            "magic": importlib.util.MAGIC_NUMBER.hex(), "compiled": compiled, "sources": sources}
+    return _BOOT % json.dumps(data), tag
 
 
 def harness_reports(stdout: str, tag: str) -> list[dict]:
