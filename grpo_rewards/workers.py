@@ -40,6 +40,8 @@ from typing import Any
 _HEADER = struct.Struct("!I")
 # The worker interrupts itself at the limit; the parent kills it this much later.
 KILL_GRACE_S = 0.5
+# How long a dispatched chunk may wait for its worker to start it.
+START_ALLOWANCE_S = 10.0
 
 
 @dataclass(slots=True)
@@ -107,6 +109,7 @@ def _worker_main() -> None:
         if header is None:
             return  # parent closed the pipe or died
         tasks, timeout_s = pickle.loads(_read_exact(in_fd, _HEADER.unpack(header)[0]) or b"")
+        os.write(out_fd, _encode(("start", None, "")))  # the clock of the first task starts now
         for task in tasks:
             os.write(out_fd, _encode(_run_one(func, task, timeout_s)))
 
@@ -287,7 +290,8 @@ class _Batch:
             if self.queue and w.ready and w.chunk is None:
                 i = self.queue.popleft()
                 w.chunk, w.tasks = i, list(range(len(self.chunks[i])))
-                w.deadline = time.monotonic() + self.timeout_s + KILL_GRACE_S
+                # Until the worker says it started: its pipe, or the machine, may be slow.
+                w.deadline = time.monotonic() + self.timeout_s + KILL_GRACE_S + START_ALLOWANCE_S
                 self.running += 1
                 if not w.send((self.chunks[i], self.timeout_s)):
                     self._worker_lost(w, w.death_detail())
@@ -315,6 +319,9 @@ class _Batch:
             w.ready = True
             return
         if w.chunk is None or not w.tasks:
+            return
+        if msg[0] == "start":
+            w.deadline = time.monotonic() + self.timeout_s + KILL_GRACE_S
             return
         status, value, detail = msg
         self.results[w.chunk][w.tasks.pop(0)] = TaskResult(status, value, detail)

@@ -197,15 +197,35 @@ def test_in_a_composed_spec():
     assert batch.totals == [1.0, 0.0]
 
 
-def test_close_stops_workers_and_is_idempotent():
+def _gone(pid):
     import os
 
-    s = MathAccuracy()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_close_stops_workers_and_is_idempotent():
+    s = MathAccuracy(memory_mb=700)  # a pool of its own (pools are shared per workers/memory_mb)
     assert s._pool is None  # constructing starts nothing
     s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
     pids = list(s._pool.pids)
     s.close()
     s.close()
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    assert all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.timeout(60)
+def test_scorers_with_the_same_pool_settings_share_workers():
+    a, b = MathAccuracy(memory_mb=600, strict=False), MathAccuracy(memory_mb=600, float_rounding=2)
+    sample = [Sample(completion="\\boxed{0.333}", reference={"answer": "\\frac{1}{3}"})]
+    assert a.score(sample)[0].value == 0.0 and b.score(sample)[0].value == 1.0  # each keeps its options
+    assert a._pool is b._pool
+    pids = list(a._pool.pids)
+    a.close()
+    assert not any(_gone(pid) for pid in pids)  # b still uses them
+    assert b.score([Sample(completion="\\boxed{2}", reference={"answer": "2"})])[0].value == 1.0
+    b.close()
+    assert all(_gone(pid) for pid in pids)

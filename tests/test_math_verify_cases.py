@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -55,11 +56,13 @@ def _run(cases, **params):
                case["allow_set_relation_comp"])
         groups[key].append(case)
     values = {}
-    for (match_types, precision, strict, set_relation), group in groups.items():
-        with MathAccuracy(match_types=list(match_types), float_rounding=precision, strict=strict,
-                          allow_set_relation_comp=set_relation, timeout_s=20, **params) as scorer:
+    with ExitStack() as open_scorers:  # all open at once, so they share one worker pool
+        for (match_types, precision, strict, set_relation), group in groups.items():
+            scorer = open_scorers.enter_context(MathAccuracy(
+                match_types=list(match_types), float_rounding=precision, strict=strict,
+                allow_set_relation_comp=set_relation, timeout_s=20, **params))
             scores = scorer.score([Sample(completion=c["prediction"], reference={"answer": c["gold"]}) for c in group])
-        values.update({c["id"]: s for c, s in zip(group, scores, strict=True)})
+            values.update({c["id"]: s for c, s in zip(group, scores, strict=True)})
     return values
 
 

@@ -167,8 +167,7 @@ class MathAccuracy(Scorer):
         with self._pool_lock:
             if self._pool is None:
                 size = self.params.workers or max(1, min(2, os.cpu_count() or 1))
-                self._pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, self.params.memory_mb,
-                                        init="grpo_rewards.scorers.math_check:warm_up")
+                self._pool = _acquire_pool(size, self.params.memory_mb)
             return self._pool
 
     def _resolve(self, keys: list[Key]) -> dict[Key, Verdict]:
@@ -205,8 +204,36 @@ class MathAccuracy(Scorer):
     def close(self) -> None:
         with self._pool_lock:
             if self._pool is not None:
-                self._pool.close()
+                _release_pool(self._pool)
                 self._pool = None
+
+
+# Scorers with the same worker count and memory cap share one pool (every task carries its own
+# options), so several math_accuracy entries in a spec, or many scorers in a test run, do not each
+# start interpreters. Reference-counted: the last scorer to close stops it.
+_pools: dict[tuple[int, int], list[Any]] = {}  # (size, memory_mb) -> [pool, users]
+_pools_lock = threading.Lock()
+
+
+def _acquire_pool(size: int, memory_mb: int) -> WorkerPool:
+    with _pools_lock:
+        entry = _pools.get((size, memory_mb))
+        if entry is None:
+            pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, memory_mb,
+                              init="grpo_rewards.scorers.math_check:warm_up")
+            entry = _pools[(size, memory_mb)] = [pool, 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def _release_pool(pool: WorkerPool) -> None:
+    with _pools_lock:
+        for key, entry in list(_pools.items()):
+            if entry[0] is pool:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _pools[key]
+                    pool.close()
 
 
 def _record(keys: list[Key], results: list[TaskResult], verdicts: dict[Key, Verdict]) -> list[Key]:
