@@ -85,6 +85,8 @@ class TrainConfig(_Section):
     top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables it.")
     max_prompt_length: int = Field(512, ge=1, description="Prompts are truncated on the left to this many tokens.")
     max_completion_length: int = Field(256, ge=1, description="Most tokens generated per completion.")
+    generation_backend: Literal["auto", "hf"] = Field(
+        "auto", description="auto: grpo_core's lean decode loop for Llama/Qwen2/Qwen3, else HF generate; hf: always HF.")
     mask_truncated_completions: bool = Field(False, description="Leave completions without EOS out of the loss.")
     # Optimisation
     learning_rate: float = Field(1e-6, gt=0, description="Peak learning rate (AdamW).")

@@ -2,7 +2,8 @@
 
 Prompts are tokenized once (chat messages through the tokenizer's chat template), truncated on
 the left to `max_prompt_length`, and left-padded per batch so every completion starts at the
-same column. Generation is HF `generate` with the KV cache, under `torch.inference_mode`.
+same column. Generation uses a KV cache under `torch.inference_mode`: grpo_core.decode's lean loop
+for Llama-family models (the same tokens as HF `generate`, with less overhead), HF `generate` otherwise.
 The completion mask runs up to and including the first EOS (pad may equal EOS, so the mask
 cannot come from pad positions); a completion without EOS is kept whole (truncated).
 """
@@ -51,6 +52,8 @@ def prompt_text(prompt: Any, tokenizer: Any) -> str:
 
 def encode_prompts(prompts: Sequence[Any], tokenizer: Any, max_prompt_length: int) -> list[list[int]]:
     """Token ids of each prompt, keeping the last `max_prompt_length` (the end is what the model continues)."""
+    if not prompts:
+        return []
     texts = [prompt_text(p, tokenizer) for p in prompts]
     # Chat templates already contain the special tokens; plain text gets the tokenizer's usual ones.
     add_special = not any(isinstance(p, list) for p in prompts)
@@ -88,10 +91,17 @@ def generation_config(tokenizer: Any, eos_ids: list[int], max_new_tokens: int, d
 
 
 @torch.inference_mode()
-def _sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen_config: Any) -> torch.Tensor:
+def _sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen_config: Any,
+            eos_ids: torch.Tensor, backend: str) -> torch.Tensor:
+    from grpo_core import decode
+
     was_training = model.training
     model.eval()
     try:
+        if backend == "auto" and decode.supported(model):
+            c = gen_config
+            return decode.sample(model, prompt_ids, prompt_mask, c.max_new_tokens, eos_ids, c.pad_token_id,
+                                 c.do_sample, c.temperature or 1.0, c.top_k or 0, c.top_p or 1.0)
         out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=gen_config)
     finally:
         model.train(was_training)
@@ -99,9 +109,12 @@ def _sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen
 
 
 def generate(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen_config: Any,
-             eos_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Completions for already-repeated prompt rows: ids (B, C) and mask (B, C), C trimmed to the longest."""
-    ids = _sample(model, prompt_ids, prompt_mask, gen_config)
+             eos_ids: torch.Tensor, backend: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    """Completions for already-repeated prompt rows: ids (B, C) and mask (B, C), C trimmed to the longest.
+
+    `backend`: `auto` uses grpo_core.decode's lean loop for the models it supports, else HF `generate`.
+    """
+    ids = _sample(model, prompt_ids, prompt_mask, gen_config, eos_ids, backend)
     if ids.size(1) == 0:  # nothing generated; keep one EOS column so shapes stay valid
         ids = torch.full((ids.size(0), 1), int(eos_ids[0]), dtype=torch.long, device=ids.device)
     mask = completion_mask(ids, eos_ids)

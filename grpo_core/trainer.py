@@ -133,7 +133,7 @@ class Trainer:
         prompt_ids, prompt_mask = left_pad(rows, self.tokenizer.pad_token_id, self.rt.device)  # (B, P)
         with self.rt.autocast():
             completion_ids, completion_mask = generate(self.policy, prompt_ids, prompt_mask, self.gen_config,
-                                                       self.eos_ids)                        # (B, C)
+                                                       self.eos_ids, cfg.generation_backend)  # (B, C)
         texts = decode_completions(self.tokenizer, completion_ids, completion_mask)
         rewards = self.reward_matrix([self.train_records[i] for i in prompts for _ in range(g)], texts)
         lengths = completion_mask.sum(-1)                                                    # (B,)
@@ -219,7 +219,8 @@ class Trainer:
             chunk = mine[start:start + self.cfg.eval_batch_size]
             ids, mask = left_pad([self.eval_ids[i] for i in chunk], self.tokenizer.pad_token_id, self.rt.device)
             with self.rt.autocast():
-                completion_ids, completion_mask = generate(self.policy, ids, mask, self.eval_gen_config, self.eos_ids)
+                completion_ids, completion_mask = generate(self.policy, ids, mask, self.eval_gen_config, self.eos_ids,
+                                                           self.cfg.generation_backend)
             texts = decode_completions(self.tokenizer, completion_ids, completion_mask)
             values = self.reward_matrix([self.eval_records[i] for i in chunk], texts)        # (b, width)
             sums[:width] += values.nan_to_num(0.0).sum(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from _grpo_core_helpers import char_tokenizer, char_tokenizer_pad_is_eos
@@ -114,3 +115,36 @@ def test_rollout_rows_trim_columns_to_the_micro_batch():
     part = rollout.rows(0, 2)
     assert part.completion_ids.shape == (2, 3) and part.old_logps.shape == (2, 3)
     assert rollout.rows(2, 3).completion_ids.shape == (1, 4)
+
+
+def small_decoder(kind: str, vocab: int, tokenizer):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(kind, vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                                  eos_token_id=tokenizer.eos_token_id)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
+@pytest.mark.parametrize("sampling", [None, {"temperature": 0.9, "top_k": 0, "top_p": 1.0},
+                                      {"temperature": 0.7, "top_k": 6, "top_p": 0.8}])
+def test_lean_decode_picks_the_same_tokens_as_hf_generate(kind, sampling):
+    from grpo_core import decode
+
+    tokenizer = char_tokenizer()
+    model = small_decoder(kind, len(tokenizer), tokenizer)
+    assert decode.supported(model)
+    rows = encode_prompts(["1+2=", "33+4=", "5="], tokenizer, 8)
+    ids, mask = left_pad([r for r in rows for _ in range(3)], tokenizer.pad_token_id, torch.device("cpu"))
+    eos = torch.tensor([tokenizer.eos_token_id])
+    s = sampling or {}
+    config = generation_config(tokenizer, [tokenizer.eos_token_id], 10, sampling is not None,
+                               s.get("temperature", 1.0), s.get("top_p", 1.0), s.get("top_k", 0))
+    results = {}
+    for backend in ("hf", "auto"):
+        torch.manual_seed(5)
+        results[backend] = generate(model, ids, mask, config, eos, backend)
+    assert torch.equal(results["hf"][0], results["auto"][0]) and torch.equal(results["hf"][1], results["auto"][1])
