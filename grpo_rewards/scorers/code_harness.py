@@ -122,6 +122,7 @@ def _stdio(pairs: list[tuple[Any, Any]]) -> Parsed:
     return Parsed(stdio=cases)
 
 
+@functools.lru_cache(maxsize=1024)  # a GRPO group scores one reference many times
 def split_check(test_code: str, entry_point: str) -> AssertSuite:
     """HumanEval's `check(candidate)` as one test per top-level statement that asserts, so the
     reward can be a pass fraction; when the body cannot be split safely (returns, globals, no
