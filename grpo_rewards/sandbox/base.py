@@ -22,7 +22,8 @@ class Limits:
     memory_mb: int = 512         # RLIMIT_AS
     output_bytes: int = 1 << 20  # stdout and stderr are each cut here (status output_limit)
     file_size_mb: int = 16       # RLIMIT_FSIZE
-    processes: int = 32          # RLIMIT_NPROC (binds only a non-root uid)
+    processes: int = 16          # RLIMIT_NPROC, threads included (binds only a non-root uid); a run's
+                                 # worst-case memory is processes x memory_mb (AS is per process)
     open_files: int = 64         # RLIMIT_NOFILE
 
 
