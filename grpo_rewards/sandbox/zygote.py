@@ -29,11 +29,10 @@ import signal
 import sys
 import tempfile
 import time
-import pickle
-import struct
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import layers  # noqa: E402  (stdlib-only sibling, imported without the package)
+import layers  # noqa: E402  (stdlib-only siblings, imported without the package)
+import runner  # noqa: E402
 
 del sys.path[0]
 
@@ -103,9 +102,9 @@ class Zygote:
     def _private_tmp(self) -> None:
         """Empty size-capped tmpfs over /tmp, /var/tmp and /dev/shm (in our mount namespace only):
         scratch space is bounded, and what the host keeps there is neither seen nor touched."""
-        if any(p == d or p.startswith(d + "/") for p in self.read_paths for d in _TMP_DIRS):
+        if any(p == d or p.startswith(d + "/") for p in self.read_paths for d in runner.TMP_DIRS):
             raise OSError(errno.EBUSY, "the Python installation lies under a temp dir")
-        for path in _TMP_DIRS:
+        for path in runner.TMP_DIRS:
             if os.path.isdir(path):
                 mode = "0711" if path == "/tmp" else "1777"
                 layers.mount("tmpfs", path, "tmpfs", layers.MS_NOSUID | layers.MS_NODEV,
@@ -133,7 +132,7 @@ class Zygote:
         outermost = [p for p in self.read_paths if os.path.isdir(p)
                      and not any(p.startswith(q + "/") for q in self.read_paths)]
         for path in outermost:
-            top = _first_untraversable(path)
+            top = runner.first_untraversable(path)
             if top is not None:
                 blocked.setdefault(top, []).append(path)
         stage = os.path.join(self.scratch, ".stage")
@@ -182,7 +181,7 @@ class Zygote:
 
     def run(self, job: dict, probe: bool = False) -> dict:
         started = time.monotonic()
-        limits = _limits(job.get("limits") or {})
+        limits = runner.parse_limits(job.get("limits") or {})
         pidns = "pid_namespace" in self.per_run or probe
         try:
             workdir = tempfile.mkdtemp(prefix="run-", dir=self.scratch)
@@ -190,10 +189,10 @@ class Zygote:
                 os.chown(workdir, self.uid, self.uid)
             with open(os.path.join(workdir, PROGRAM), "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write(job["code"])
-            stdin_fd = _stdin_fd(job.get("stdin") or "")
+            stdin_fd = runner.stdin_fd(job.get("stdin") or "")
             pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, setup status
         except OSError as exc:
-            return _result("infra", detail=f"could not prepare the run: {exc}", started=started)
+            return runner.result("infra", detail=f"could not prepare the run: {exc}", started=started)
         try:
             pid, pidns_error = self._fork(pidns)
             if pid == 0:
@@ -206,10 +205,10 @@ class Zygote:
                 os.close(w)
             return self._collect(pid, [r for r, _ in pipes], limits, started, probe)
         except OSError as exc:
-            return _result("infra", detail=f"could not start the program: {exc}", started=started)
+            return runner.result("infra", detail=f"could not start the program: {exc}", started=started)
         finally:
             for fd in [stdin_fd, *(fd for pair in pipes for fd in pair)]:
-                _close(fd)
+                runner.close_quietly(fd)
             self.leftover = workdir  # removed by cleanup(), after the reply has gone out
 
     def cleanup(self) -> None:
@@ -244,7 +243,7 @@ class Zygote:
         os.setpgid(0, 0)
         for target, fd in ((0, stdin_fd), (1, pipes[0][1]), (2, pipes[1][1])):
             os.dup2(fd, target)
-        _close_fds_except({0, 1, 2, status_w})
+        runner.close_fds_except({0, 1, 2, status_w})
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
@@ -259,7 +258,7 @@ class Zygote:
         steps += [
             ("pdeathsig", lambda: layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)),
             ("no_new_privs", lambda: layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)),
-            ("landlock", lambda: layers.landlock_restrict(self.read_paths + _DEVICES, [workdir, "/dev/null"],
+            ("landlock", lambda: layers.landlock_restrict(self.read_paths + runner.DEVICES, [workdir, "/dev/null"],
                                                           self.landlock_abi)),
         ]
         for name, step in steps:
@@ -281,7 +280,7 @@ class Zygote:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(_run_main(os.path.join(workdir, PROGRAM)))
+        os._exit(runner.run_main(os.path.join(workdir, PROGRAM)))
 
     def _collect(self, pid: int, fds: list[int], limits: dict, started: float, probe: bool) -> dict:
         """Wait for the program, keeping the output under its cap; then drain the pipes.
@@ -295,7 +294,7 @@ class Zygote:
         for fd in fds:
             os.set_blocking(fd, False)
         for fd in (out_fd, err_fd):
-            _grow_pipe(fd, cap + 1)
+            runner.grow_pipe(fd, cap + 1)
         deadline = started + limits["wall_s"]
         pidfd = os.pidfd_open(pid)
         killed = None
@@ -322,7 +321,7 @@ class Zygote:
         self._drain_after_exit(bufs, fds, cap)
         if "pid_namespace" not in self.per_run and self.uid is not None:
             self._sweep_uid()  # nothing else would catch a setsid + double-fork daemon
-        return _verdict(bufs[out_fd], bufs[err_fd], bufs[status_fd], killed, wstatus, limits, started, probe)
+        return runner.verdict(bufs[out_fd], bufs[err_fd], bufs[status_fd], killed, wstatus, limits, started, probe)
 
     @staticmethod
     def _drain(bufs: dict, out_fd: int, err_fd: int, cap: int) -> bool:
@@ -374,210 +373,8 @@ class Zygote:
             self._sweep_uid()
 
 
-_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
-_DEVICES = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
-
-
-def _first_untraversable(path: str) -> str | None:
-    """The first ancestor of `path` that others may not enter (no o+x), or None."""
-    parts = os.path.abspath(path).split(os.sep)[1:]
-    current = ""
-    for part in parts:
-        current += os.sep + part
-        try:
-            st = os.stat(current)
-            if os.path.isdir(current) and not st.st_mode & 0o001:
-                return current
-        except OSError:
-            return None
-    return None
-
-
-def _limits(given: dict) -> dict:
-    wall = float(given.get("wall_s", 5.0))
-    cpu_s = max(1, int(-(-float(given.get("cpu_s") or wall) // 1)))
-    mem = int(given.get("memory_mb", 512)) << 20
-    rlimits = {
-        "RLIMIT_AS": mem, "RLIMIT_CPU": (cpu_s, cpu_s + 1),  # SIGXCPU at soft, SIGKILL a second later "RLIMIT_CORE": 0,
-        "RLIMIT_NPROC": int(given.get("processes", 32)), "RLIMIT_NOFILE": int(given.get("open_files", 64)),
-        "RLIMIT_FSIZE": int(given.get("file_size_mb", 16)) << 20,
-    }
-    return {"wall_s": wall, "output_bytes": int(given.get("output_bytes", 1 << 20)), "rlimits": rlimits,
-            "memory_mb": mem >> 20}
-
-
-def _stdin_fd(data: str) -> int:
-    if not data:
-        return os.open(os.devnull, os.O_RDONLY)
-    fd = os.memfd_create("stdin", 0)
-    os.write(fd, data.encode("utf-8", "surrogatepass"))
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _grow_pipe(fd: int, size: int) -> None:
-    """Make the pipe hold `size` bytes where the host allows (fcntl F_SETPIPE_SZ)."""
-    import fcntl
-
-    for attempt in (min(size, 1 << 24), 1 << 20, 1 << 16):
-        try:
-            fcntl.fcntl(fd, 1031, attempt)  # F_SETPIPE_SZ
-            return
-        except OSError:
-            continue
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _close_fds_except(keep: set[int]) -> None:
-    top = 3
-    for fd in sorted(keep | {2}):
-        if fd > top:
-            os.closerange(top, fd)
-        top = max(top, fd + 1)
-    os.closerange(top, 1 << 16)
-
-
-def _status_lines(buf: bytes) -> dict:
-    out: dict = {"setup": [], "infra": None}
-    for line in buf.decode(errors="replace").splitlines():
-        kind, _, rest = line.partition(" ")
-        if kind == "setup":
-            out["setup"].append(rest)
-        elif kind == "infra":
-            out["infra"] = rest
-        elif kind == "ready":
-            out["ready"] = True
-    return out
-
-
-def _result(status: str, stdout: str = "", stderr: str = "", exit_code=None, detail: str = "", started: float = 0.0,
-            **extra) -> dict:
-    return {"status": status, "stdout": stdout, "stderr": stderr, "exit_code": exit_code, "detail": detail,
-            "seconds": round(time.monotonic() - started, 6), **extra}
-
-
-def _verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstatus: int, limits: dict,
-             started: float, probe: bool) -> dict:
-    st = _status_lines(bytes(status_buf))
-    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    extra = {"setup": st["setup"]} if probe else {}
-    common = dict(stdout=stdout, stderr=stderr, started=started, **extra)
-    if st["infra"]:
-        return _result("infra", detail=f"sandbox layer failed: {st['infra']}", **common)
-    if killed == "timeout":
-        return _result("timeout", detail=f"wall-clock limit of {limits['wall_s']:g} s", **common)
-    if killed == "cpu" and os.WIFSIGNALED(wstatus):
-        return _result("timeout", exit_code=-os.WTERMSIG(wstatus), detail="CPU time limit", **common)
-    if killed == "output_limit":
-        return _result("output_limit", detail=f"output cut at {limits['output_bytes']} bytes", **common)
-    if not st.get("ready"):
-        return _result("infra", detail=f"the sandbox setup did not complete (wait status {wstatus})", **common)
-    if os.WIFSIGNALED(wstatus):
-        sig = os.WTERMSIG(wstatus)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        if sig == signal.SIGXCPU:
-            return _result("timeout", exit_code=-sig, detail="CPU time limit", **common)
-        if sig == signal.SIGXFSZ:
-            return _result("error", exit_code=-sig, detail="file size limit", **common)
-        return _result("error", exit_code=-sig, detail=f"killed by {name}", **common)
-    code = os.WEXITSTATUS(wstatus)
-    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    if code != 0 and last.startswith("MemoryError"):
-        return _result("memory", exit_code=code, detail=f"memory limit of {limits['memory_mb']} MB", **common)
-    return _result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
-
-
-def _run_main(path: str) -> int:
-    """Run the program as `python main.py` would, inside this forked interpreter."""
-    import atexit
-    import builtins
-    import io
-    import traceback
-    import types
-
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                  line_buffering=True)
-    sys.argv = [path]
-    sys.path.insert(0, os.path.dirname(path))
-    module = types.ModuleType("__main__")
-    module.__file__ = path
-    module.__builtins__ = builtins
-    sys.modules["__main__"] = module
-    code = 0
-    try:
-        with open(path, encoding="utf-8", errors="surrogatepass") as f:
-            source = f.read()
-        exec(compile(source, path, "exec"), module.__dict__)
-    except SystemExit as exc:
-        code = _exit_code(exc.code)
-    except BaseException as exc:  # noqa: BLE001 - report it the way the interpreter would
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)  # without this frame
-        code = 1
-    try:
-        if "threading" in sys.modules:  # like the interpreter: wait for non-daemon threads
-            sys.modules["threading"]._shutdown()
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        code = code or 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: BLE001 - a closed or broken pipe is the program's business
-            pass
-    return code
-
-
-def _exit_code(value) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value & 0xFF
-    try:
-        print(value, file=sys.stderr)
-    except BaseException:  # noqa: BLE001
-        pass
-    return 1
-
-
-class _Frames:
-    """Length-prefixed pickles, byte-compatible with multiprocessing.connection.Connection."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.read_fd, self.write_fd = read_fd, write_fd
-
-    def _read(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            part = os.read(self.read_fd, n - len(buf))
-            if not part:
-                raise EOFError
-            buf += part
-        return buf
-
-    def recv(self):
-        (size,) = struct.unpack("!i", self._read(4))
-        if size == -1:
-            (size,) = struct.unpack("!Q", self._read(8))
-        return pickle.loads(self._read(size))
-
-    def send(self, obj) -> None:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        header = struct.pack("!i", len(data)) if len(data) < 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
-        view = memoryview(header + data)
-        while view:
-            view = view[os.write(self.write_fd, view):]
-
-
 def main() -> None:
-    conn = _Frames(os.dup(0), os.dup(1))
+    conn = runner.Frames(os.dup(0), os.dup(1))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -597,7 +394,7 @@ def main() -> None:
         try:
             result = zygote.run(job)
         except Exception as exc:  # noqa: BLE001 - the zygote must answer every job
-            result = _result("infra", detail=f"zygote error: {type(exc).__name__}: {exc}")
+            result = runner.result("infra", detail=f"zygote error: {type(exc).__name__}: {exc}")
         conn.send(("result", job_id, result))
         zygote.cleanup()
     if zygote.scratch != "/tmp":
