@@ -2,9 +2,9 @@
 
 Why hand-written: for small models a decode step is mostly Python overhead, and HF `generate`
 adds its own (logits processors, stopping criteria, cache objects, mask building, output
-wrappers) to the model's. This loop calls the model's own modules (embeddings, norms,
-projections, MLP, rotary embedding, `apply_rotary_pos_emb`) and does the rest with a handful of
-tensor ops per layer, so the arithmetic is the model's, and the sampling mirrors HF's
+wrappers) to the model's. This loop uses the model's own weights and modules (embeddings,
+rotary embedding, `apply_rotary_pos_emb`, activation) with fewer ops per layer: q/k/v and
+gate/up projections fused into one matmul each, RMSNorm as one `F.rms_norm`. The sampling mirrors HF's
 (temperature, then top-k, then top-p, then `multinomial` on the softmax), so a seeded run picks
 the same tokens as `generate`. Other architectures, sliding-window attention and
 `generation_backend: hf` use HF `generate`.
@@ -43,36 +43,62 @@ def _filter_logits(scores: torch.Tensor, temperature: float, top_k: int, top_p: 
     return scores
 
 
+def _norm(module: Any) -> Any:
+    """RMSNorm as one fused op (`F.rms_norm`) when the module is the plain Llama-style kind."""
+    weight, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
+    if type(module).__name__.endswith("RMSNorm") and weight is not None and eps is not None:
+        return lambda x: F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype) * weight
+    return module
+
+
+def _fused(*linears: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias) for several projections of the same input: one matmul instead of several."""
+    weight = torch.cat([lin.weight for lin in linears])
+    biases = [lin.bias for lin in linears]
+    return weight, (torch.cat(biases) if all(b is not None for b in biases) else None)
+
+
 class _Layer:
     """One decoder layer over a preallocated cache: (B, T, H) in, (B, T, H) out."""
 
-    def __init__(self, layer: Any, batch: int, length: int) -> None:
-        self.layer, self.attn = layer, layer.self_attn
-        self.rotary = sys.modules[type(self.attn).__module__].apply_rotary_pos_emb
-        self.head_dim = self.attn.head_dim
-        self.batch, self.length = batch, length
+    def __init__(self, layer: Any, length: int) -> None:
+        self.layer, attn, mlp = layer, layer.self_attn, layer.mlp
+        self.rotary = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+        self.head_dim, self.scaling, self.o_proj = attn.head_dim, attn.scaling, attn.o_proj
+        self.splits = [attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features]
+        self.qkv = _fused(attn.q_proj, attn.k_proj, attn.v_proj)
+        self.q_norm = _norm(attn.q_norm) if hasattr(attn, "q_norm") else None  # Qwen3: RMSNorm per head
+        self.k_norm = _norm(attn.k_norm) if hasattr(attn, "k_norm") else None
+        self.norm1, self.norm2 = _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm)
+        self.gate_up = _fused(mlp.gate_proj, mlp.up_proj) if hasattr(mlp, "gate_proj") else None
+        self.length = length
         self.keys = self.values = None
+
+    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+        if self.gate_up is None:
+            return self.layer.mlp(h)
+        gate, up = F.linear(h, *self.gate_up).chunk(2, -1)
+        return self.layer.mlp.down_proj(self.layer.mlp.act_fn(gate) * up)
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                  start: int) -> torch.Tensor:
-        attn, b, t = self.attn, x.size(0), x.size(1)
-        h = self.layer.input_layernorm(x)
-        q = attn.q_proj(h).view(b, t, -1, self.head_dim)
-        k = attn.k_proj(h).view(b, t, -1, self.head_dim)
-        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head
-            q, k = attn.q_norm(q), attn.k_norm(k)
+        b, t, d = x.size(0), x.size(1), self.head_dim
+        q, k, v = F.linear(self.norm1(x), *self.qkv).split(self.splits, -1)
+        q, k, v = q.view(b, t, -1, d), k.view(b, t, -1, d), v.view(b, t, -1, d)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = self.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)          # (B, heads, T, D)
-        v = attn.v_proj(h).view(b, t, -1, self.head_dim).transpose(1, 2)
+        v = v.transpose(1, 2)
         if self.keys is None:
-            self.keys = k.new_zeros(b, k.size(1), self.length, self.head_dim)        # (B, kv_heads, L, D)
-            self.values = v.new_zeros(b, v.size(1), self.length, self.head_dim)
-        self.keys[:, :, start:start + t] = k
-        self.values[:, :, start:start + t] = v
+            self.keys = k.new_zeros(b, k.size(1), self.length, d)                    # (B, kv_heads, L, D)
+            self.values = v.new_zeros(b, v.size(1), self.length, d)
         end = start + t
+        self.keys[:, :, start:end] = k
+        self.values[:, :, start:end] = v
         out = F.scaled_dot_product_attention(q, self.keys[:, :, :end], self.values[:, :, :end], attn_mask=mask,
-                                             scale=attn.scaling, enable_gqa=q.size(1) != k.size(1))
-        x = x + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
-        return x + self.layer.mlp(self.layer.post_attention_layernorm(x))
+                                             scale=self.scaling, enable_gqa=q.size(1) != k.size(1))
+        x = x + self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        return x + self.mlp(self.norm2(x))
 
 
 @torch.inference_mode()
@@ -83,7 +109,7 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
     body, head = model.model, model.get_output_embeddings()
     b, p = prompt_ids.shape
     length = p + max_new_tokens
-    layers = [_Layer(layer, b, length) for layer in body.layers]
+    layers = [_Layer(layer, length) for layer in body.layers]
     valid = torch.zeros(b, length, dtype=torch.bool, device=prompt_ids.device)  # keys each row may attend to
     valid[:, :p] = prompt_mask.bool()
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)                       # (B, P), as generate() does
