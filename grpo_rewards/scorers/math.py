@@ -24,8 +24,8 @@ from grpo_rewards.scorers.math_check import CheckOptions
 from grpo_rewards.workers import TaskResult, WorkerPool
 
 Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number", "whole"]
-# Tasks sent to a worker in one message: amortises IPC, and keeps one gold's answers together.
-CHUNK_SIZE = 32
+# Answers sent to a worker in one message with their gold (see `_chunks`).
+MIN_CHUNK, MAX_CHUNK = 3, 64
 Key = tuple[str, str, str]  # (gold, answer, answer mode)
 Verdict = tuple[float | None, dict[str, Any]]
 
@@ -183,14 +183,16 @@ class MathAccuracy(Scorer):
 
     def _chunks(self, keys: list[Key]) -> list[tuple[list[tuple], list[Key]]]:
         """One gold's pairs together, each chunk led by a gold task so that a gold that hangs
-        costs one limit, not one per answer."""
+        costs one limit, not one per answer. Small batches get small chunks, so that the workers
+        finish together (a chunk can cost 100x another); large ones larger, to save messages."""
         by_gold: dict[str, list[Key]] = {}
         for key in keys:
             by_gold.setdefault(key[0], []).append(key)
+        per_chunk = min(MAX_CHUNK, max(MIN_CHUNK, len(keys) // (8 * self._ensure_pool().size)))
         chunks = []
         for gold, group in by_gold.items():
-            for start in range(0, len(group), CHUNK_SIZE - 1):
-                part = group[start : start + CHUNK_SIZE - 1]
+            for start in range(0, len(group), per_chunk):
+                part = group[start : start + per_chunk]
                 tasks = [("gold", gold, self._options("answer"))]
                 tasks += [("verify", gold, answer, self._options(mode)) for _, answer, mode in part]
                 chunks.append((tasks, part))
