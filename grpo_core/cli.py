@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -41,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-train: stopped by {summary['interrupted']} at step {summary['step']}; checkpoint saved in "
               f"{summary['output_dir']} (continue with --resume)", file=sys.stderr)
         return 128 + signal.Signals[summary["interrupted"]].value
-    print(json.dumps({k: summary[k] for k in ("step", "eval", "final_model", "plot", "metrics_file") if k in summary}))
+    if os.environ.get("RANK", "0") == "0":  # one summary line, from the first process under torchrun
+        keys = ("step", "eval", "final_model", "plot", "metrics_file")
+        print(json.dumps({k: summary[k] for k in keys if k in summary}))
     return 0
 
 

@@ -74,7 +74,7 @@ def test_reward_rises_on_a_learnable_reward(tmp_path):
     {"loss_type": "grpo", "num_iterations": 2, "importance_sampling_level": "sequence", "scale_rewards": "batch",
      "gradient_accumulation_steps": 2, "per_device_train_batch_size": 4},
     {"loss_type": "dr_grpo", "scale_rewards": "none", "mask_truncated_completions": True,
-     "model.tokenizer": "builtin:test_chars_pad_eos", "top_k": 5, "top_p": 0.9},
+     "model.tokenizer": "builtin:test_chars_pad_eos", "top_k": 5, "top_p": 0.9, "bf16": True},
 ])
 def test_variants_run(tmp_path, overrides):
     summary = train(validate_config(base_config(tmp_path, max_steps=2, **overrides)))
