@@ -228,16 +228,24 @@ def test_the_documented_http_backend_skeleton_plugs_in(monkeypatch, tmp_path):
         scorer.close()
 
 
-def test_harness_runs_from_source_where_bytecode_does_not_fit(scorer):
-    """A backend with another Python (another bytecode magic) compiles the harness from source."""
+def test_harness_as_source_and_as_bytecode_agree(scorer):
+    """Remote backends get the harness as source, the local sandbox as bytecode: same verdicts."""
     from grpo_rewards.scorers.code_harness import harness_program, harness_reports
 
     suite = parse_reference(ADD_TEST).assert_suite
-    program, tag = harness_program("def add(a, b):\n    return a + b if a >= 0 else 99", suite, 2.0)
-    magic = __import__("importlib.util").util.MAGIC_NUMBER.hex()
-    foreign = program.replace(f'"magic": "{magic}"', '"magic": "0000"')
-    assert foreign != program
-    for text in (program, foreign):
-        result = scorer.backend().run(text, "", Limits(wall_s=5))
+    for bytecode in (False, True):
+        program, tag = harness_program("def add(a, b):\n    return a + b if a >= 0 else 99", suite, 2.0, bytecode)
+        assert ('"compiled": {}' in program) != bytecode
+        result = scorer.backend().run(program, "", Limits(wall_s=5))
         reports = [r["status"] for r in harness_reports(result.stdout, tag) if "test" in r]
         assert reports == ["passed", "passed", "failed"]
+
+
+def test_split_keeps_statement_text_and_string_contents(scorer):
+    ref = {"test": 'def check(c):\n    x = 1; assert c("a\\nb") == 3\n    assert c("""p\n  q""") == 5  # note\n'
+                   "    assert c(\n        'abcd'\n    ) == 4\n", "entry_point": "n"}
+    suite = split_check(ref["test"], "n")
+    assert [i.src for i in suite.items][3] == "assert c(\n    'abcd'\n) == 4"  # original text, dedented
+    assert suite.items[2].src == "assert c('p\\n  q') == 5"  # unparsed: re-indenting would change it
+    s = one(scorer, "def n(s):\n    return len(s)", ref)
+    assert [t["status"] for t in s.info["tests"]] == ["passed", "passed", "passed"]

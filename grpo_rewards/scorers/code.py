@@ -66,6 +66,7 @@ class CodeTests(Scorer):
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
         self._backend: SandboxBackend | None = None
+        self._bytecode = False
         self._lock = threading.Lock()
 
     # ---- sandbox --------------------------------------------------------------------------
@@ -80,6 +81,15 @@ class CodeTests(Scorer):
                 accepts_workers = "workers" in inspect.signature(cls).parameters
                 self._backend = cls(workers=self.params.workers) if accepts_workers else cls()
             return self._backend
+
+    def _backend_is_local(self) -> bool:
+        """The local sandbox runs this interpreter: it can take the harness as bytecode."""
+        try:
+            from grpo_rewards.sandbox.local import LocalSandbox
+
+            return isinstance(self.backend(), LocalSandbox)
+        except Exception:  # noqa: BLE001 - a backend that cannot start fails (as infra) in run_many
+            return False
 
     def close(self) -> None:
         with self._lock:
@@ -104,6 +114,7 @@ class CodeTests(Scorer):
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
+        self._bytecode = self._backend_is_local()
         jobs: list[Job] = []
         pending: list[tuple[int, Any, Any, list[int]]] = []  # (sample, kind, payload, job indices)
         for i, sample in enumerate(samples):
@@ -141,7 +152,7 @@ class CodeTests(Scorer):
             return Score(0.0, {"reason": f"program longer than {MAX_CODE_CHARS} characters", "code": code[:2000]})
         p = self.params
         if parsed.assert_suite is not None:
-            program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s)
+            program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode)
             return code, "assert", (parsed.assert_suite, tag), [Job(program, "", self._limits(p.timeout_s))]
         wall = min(p.per_test_timeout_s, p.timeout_s)
         return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]
