@@ -33,26 +33,43 @@ Verdict = tuple[float | None, dict[str, Any]]
 class MathAccuracyParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    answer_field: str = Field("answer", min_length=1, description="Field of the sample's reference that holds the gold answer (with or without `$...$` / `\\boxed{}`; a GSM8K `#### N` gold is read after the marker).")
+    answer_field: str = Field(
+        "answer", min_length=1,
+        description="Field of the sample's reference that holds the gold answer (with or without `$...$` / "
+        "`\\boxed{}`; a GSM8K `#### N` gold is read after the marker).")
     extract: list[Extract] = Field(
         ["boxed", "answer_tag", "phrase", "gsm8k", "bare"], min_length=1,
-        description="Where to find the answer, tried in order, first hit wins: `boxed` (last `\\boxed{}`), "
-        "(several boxes on one line are one answer), `answer_tag` (last `<answer>` block), `phrase` (after \"final answer is\" / \"The answer is\" / "
-        "\"Answer:\"), `gsm8k` (after `####`), `bare` (the whole completion is a short answer), "
-        "`last_number`, `whole` (let math-verify search the whole text, as open-r1 does).",
-    )
-    answer_tag: str = Field("answer", min_length=1, pattern=r"^[\w-]+$", description="Tag name used by the `answer_tag` extraction.")
-    after_think_only: bool = Field(False, description="Look for the answer only after the last `</think>`; a completion without it scores 0.")
-    match_types: list[Literal["latex", "expr"]] = Field(["latex", "expr"], min_length=1, description="math-verify extraction targets for parsing: LaTeX and/or plain expressions.")
-    float_rounding: int = Field(6, ge=0, le=20, description="Numeric tolerance: decimal places floats are rounded to before comparing.")
-    numeric_precision: int = Field(15, ge=1, le=100, description="Significant digits of sympy's numeric evaluation in comparisons.")
-    strict: bool = Field(True, description="math-verify strict mode: variable names matter and sets do not equal tuples.")
-    allow_set_relation_comp: bool = Field(False, description="Let a gold relation (`1 < x < 2`) equal a set/interval answer (`(1, 2)`) and vice versa.")
-    gold_mode: Literal["auto", "raw"] = Field("auto", description="`auto`: a gold without math delimiters is read as `\\boxed{gold}`; `raw`: the gold is parsed as math-verify's `parse` reads it.")
-    timeout_s: float = Field(5.0, gt=0, le=300, description="Hard wall-clock limit per sample (parse and verify); past it the sample scores None with reason `timeout`.")
+        description="Where to find the answer, tried in order, first hit wins: `boxed` (last `\\boxed{}`; "
+        "several boxes in a row on one line are one answer), `answer_tag` (last `<answer>` block), `phrase` "
+        "(after \"final answer is\" / \"The answer is\" / \"Answer:\"), `gsm8k` (after `####`), `bare` (the "
+        "whole completion is a short answer), `last_number`, `whole` (let math-verify search the whole text, "
+        "as open-r1 does).")
+    answer_tag: str = Field("answer", min_length=1, pattern=r"^[\w-]+$",
+                            description="Tag name used by the `answer_tag` extraction.")
+    after_think_only: bool = Field(
+        False, description="Look for the answer only after the last `</think>`; a completion without it scores 0.")
+    match_types: list[Literal["latex", "expr"]] = Field(
+        ["latex", "expr"], min_length=1,
+        description="math-verify extraction targets for parsing: LaTeX and/or plain expressions.")
+    float_rounding: int = Field(
+        6, ge=0, le=20, description="Numeric tolerance: decimal places floats are rounded to before comparing.")
+    numeric_precision: int = Field(
+        15, ge=1, le=100, description="Significant digits of sympy's numeric evaluation in comparisons.")
+    strict: bool = Field(
+        True, description="math-verify strict mode: variable names matter and sets do not equal tuples.")
+    allow_set_relation_comp: bool = Field(
+        False, description="Let a gold relation (`1 < x < 2`) equal a set/interval answer (`(1, 2)`) and vice versa.")
+    gold_mode: Literal["auto", "raw"] = Field(
+        "auto", description="`auto`: a gold without math delimiters is read as `\\boxed{gold}`; `raw`: the gold "
+        "is parsed as math-verify's `parse` reads it.")
+    timeout_s: float = Field(
+        5.0, gt=0, le=300, description="Hard wall-clock limit per sample (parse and verify); past it the sample "
+        "scores None with reason `timeout`.")
     workers: int | None = Field(None, ge=1, le=64, description="Worker processes; default min(2, CPU count).")
-    memory_mb: int = Field(1024, ge=256, le=1 << 20, description="Address-space cap of each worker process (RLIMIT_AS), in MiB.")
-    cache_size: int = Field(100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches (0 disables it).")
+    memory_mb: int = Field(
+        1024, ge=256, le=1 << 20, description="Address-space cap of each worker process (RLIMIT_AS), in MiB.")
+    cache_size: int = Field(
+        100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches (0 disables it).")
 
 
 def _gold_text(value: Any) -> str | None:
