@@ -52,6 +52,30 @@ class Trainer:
         self.eval_ids = encode_prompts([r["prompt"] for r in evals], self.tokenizer, cfg.max_prompt_length)
         if not all(self.train_ids) or not all(self.eval_ids):
             raise UserError("a prompt encodes to zero tokens: the model needs at least one token to continue")
+        self._build_models()
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.learning_rate,
+                                           betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
+        self.sampler = PromptSampler(len(train), cfg.generation_batch_size // cfg.num_generations,
+                                     self.rt.world_size, self.rt.rank, cfg.seed, cfg.data.shuffle)
+        self.total_steps = cfg.max_steps or max(1, math.ceil(
+            cfg.num_train_epochs * self.sampler.batches_per_epoch)) * cfg.num_iterations
+        from transformers import get_scheduler
+
+        self.scheduler = get_scheduler(cfg.lr_scheduler_type, self.optimizer, num_warmup_steps=cfg.warmup_steps,
+                                       num_training_steps=self.total_steps)
+        self.reward = build(cfg.rewards, scorer_registry(cfg.plugins))
+        self._build_generation()
+        seed_everything(cfg.seed + self.rt.rank)  # each rank its own sampling stream
+        self.step, self.iteration, self.rollout = 0, 0, None
+        self.rollout_stats: dict[str, float] = {}
+        self.window: list[dict[str, float]] = []
+        self.last_eval: dict[str, float] = {}
+        self.stop_signal: int | None = None
+        self.saved_step: int | None = None
+
+    def _build_models(self) -> None:
+        """The policy, its log-prob module (DDP-wrapped under torchrun) and, when beta > 0, the reference."""
+        cfg = self.cfg
         self.policy = build_model(cfg.model, self.tokenizer).to(self.rt.device)
         if cfg.disable_dropout:
             for module in self.policy.modules():
@@ -67,17 +91,10 @@ class Trainer:
 
             ids = [self.rt.device.index] if self.rt.device.type == "cuda" else None
             self.model = DistributedDataParallel(self.logprobs, device_ids=ids)
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.learning_rate,
-                                           betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
-        self.sampler = PromptSampler(len(train), cfg.generation_batch_size // cfg.num_generations,
-                                     self.rt.world_size, self.rt.rank, cfg.seed, cfg.data.shuffle)
-        self.total_steps = cfg.max_steps or max(1, math.ceil(
-            cfg.num_train_epochs * self.sampler.batches_per_epoch)) * cfg.num_iterations
-        from transformers import get_scheduler
 
-        self.scheduler = get_scheduler(cfg.lr_scheduler_type, self.optimizer, num_warmup_steps=cfg.warmup_steps,
-                                       num_training_steps=self.total_steps)
-        self.reward = build(cfg.rewards, scorer_registry(cfg.plugins))
+    def _build_generation(self) -> None:
+        """EOS ids (the tokenizer's and the model's generation config's) and the sampling settings."""
+        cfg = self.cfg
         eos = self.policy.generation_config.eos_token_id
         eos = {self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos] if eos is not None else [])}
         self.eos_ids = torch.tensor(sorted(eos), device=self.rt.device)
@@ -85,13 +102,6 @@ class Trainer:
         self.gen_config = generation_config(self.tokenizer, sorted(eos), cfg.max_completion_length, True, **sampling)
         self.eval_gen_config = generation_config(self.tokenizer, sorted(eos), cfg.max_completion_length,
                                                  cfg.eval_do_sample, **sampling)
-        seed_everything(cfg.seed + self.rt.rank)  # each rank its own sampling stream
-        self.step, self.iteration, self.rollout = 0, 0, None
-        self.rollout_stats: dict[str, float] = {}
-        self.window: list[dict[str, float]] = []
-        self.last_eval: dict[str, float] = {}
-        self.stop_signal: int | None = None
-        self.saved_step: int | None = None
 
     # -----------------------------------------------------------------------------------------
     # distributed helpers
@@ -305,45 +315,54 @@ class Trainer:
         stats |= {"step_seconds": seconds, "tokens_per_second": self.rollout_stats.get("tokens", 0.0) / seconds}
         return stats
 
-    def train(self, resume: bool = False) -> dict[str, Any]:
-        cfg, main = self.cfg, self.rt.is_main
+    def _log_step(self, log: MetricsLog | None) -> None:
+        """After a step: log the window's averages, evaluate and checkpoint when due."""
+        cfg, entry = self.cfg, {}
+        last = self.step == self.total_steps
+        if self.step % cfg.logging_steps == 0 or last:
+            entry, self.window = average(self.window), []
+        if cfg.eval_steps and self.eval_records and (self.step % cfg.eval_steps == 0 or last):
+            self.last_eval = self.evaluate()
+            entry |= self.last_eval
+            if log:
+                log.say(f"step {self.step}: " + _brief(entry))
+        if log:
+            log.log(self.step, entry) if entry else log.advance(self.step)
+        if cfg.save_steps and self.step % cfg.save_steps == 0:
+            self.save()
+
+    def _start(self, resume: bool) -> MetricsLog | None:
+        """Resume if asked (and possible), open the metric sinks (rank 0), evaluate at step 0."""
         self.out.mkdir(parents=True, exist_ok=True)
         start_from = self.prepare_output_dir(resume)
         if start_from is not None:
             self.restore(start_from)
-        if main and start_from is not None:
-            truncate_after(self.out / METRICS_FILE, self.step)
-        log = MetricsLog(self.out, self.total_steps, "tensorboard" in cfg.report_to,
-                         cfg.progress, self.step) if main else None
+            if self.rt.is_main:
+                truncate_after(self.out / METRICS_FILE, self.step)
+        log = MetricsLog(self.out, self.total_steps, "tensorboard" in self.cfg.report_to, self.cfg.progress,
+                         self.step) if self.rt.is_main else None
+        if start_from is not None and log:
+            log.say(f"resumed from {start_from} at step {self.step}")
+        if self.cfg.eval_steps and self.eval_records and self.step == 0:
+            self.last_eval = self.evaluate()
+            if log:
+                log.log(0, self.last_eval)
+                log.say("step 0: " + _brief(self.last_eval))
+        return log
+
+    def train(self, resume: bool = False) -> dict[str, Any]:
+        """Train to `total_steps`, or until SIGINT/SIGTERM (then checkpoint and return)."""
         handlers = {}
         with contextlib.suppress(ValueError):  # signal handlers only install on the main thread
             for sig in (signal.SIGINT, signal.SIGTERM):
                 handlers[sig] = signal.signal(sig, self._on_signal)
-        started = time.perf_counter()
+        started, log = time.perf_counter(), None
         try:
-            if start_from is not None and log:
-                log.say(f"resumed from {start_from} at step {self.step}")
-            if cfg.eval_steps and self.eval_records and self.step == 0:
-                self.last_eval = self.evaluate()
-                if log:
-                    log.log(0, self.last_eval)
-                    log.say("step 0: " + _brief(self.last_eval))
+            log = self._start(resume)
             while self.step < self.total_steps and not self._should_stop():
                 self.window.append(self.train_step())
-                entry: dict[str, float] = {}
-                if self.step % cfg.logging_steps == 0 or self.step == self.total_steps:
-                    entry, self.window = average(self.window), []
-                if cfg.eval_steps and self.eval_records and (
-                        self.step % cfg.eval_steps == 0 or self.step == self.total_steps):
-                    self.last_eval = self.evaluate()
-                    entry |= self.last_eval
-                    if log:
-                        log.say(f"step {self.step}: " + _brief(entry))
-                if log:
-                    log.log(self.step, entry) if entry else log.advance(self.step)
-                if cfg.save_steps and self.step % cfg.save_steps == 0:
-                    self.save()
-            if (self.stop_signal is not None or cfg.save_steps) and self.saved_step != self.step:
+                self._log_step(log)
+            if (self.stop_signal is not None or self.cfg.save_steps) and self.saved_step != self.step:
                 self.save()
         finally:
             for sig, handler in handlers.items():
