@@ -12,7 +12,9 @@ import pytest
 import torch
 import yaml
 
-from grpo_core.data import register_tokenizer
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo_core.data import register_task, register_tokenizer
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.scorer import Score, Scorer
 
@@ -39,6 +41,18 @@ def char_tokenizer_pad_is_eos() -> Any:
     tokenizer = char_tokenizer()
     tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+class SumsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    largest: int = Field(9, ge=1, le=9, description="Largest addend.")
+
+
+@register_task("test_sums", params=SumsParams)
+def sums_task(split: str, size: int | None, seed: int, largest: int = 9) -> list[dict[str, Any]]:
+    """`a+b=` prompts; eval takes the pairs with a > b, train the others, so they never overlap."""
+    pairs = [(a, b) for a in range(largest + 1) for b in range(largest + 1) if (a > b) == (split == "eval")]
+    return [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in pairs][:size]
 
 
 class CharFraction(Scorer):

@@ -122,6 +122,25 @@ def test_overrides_and_reward_spec_files(tmp_path):
     assert f"{tmp_path / 'rewards.yaml'}:3: scorers[0].params.x: unknown field" in text and "learning_rate" in text
 
 
+def test_data_from_a_task_and_from_a_datasets_file(tmp_path):
+    config = validate_config(base_config(tmp_path, data={"task": "test_sums", "options": {"largest": 4}, "eval_size": 3}))
+    trainer = Trainer(config)
+    assert len(trainer.train_records) == 15 and len(trainer.eval_records) == 3
+    assert {r["prompt"] for r in trainer.train_records}.isdisjoint(r["prompt"] for r in trainer.eval_records)
+    (tmp_path / "p.json").write_text(json.dumps([{"question": "1+1=", "answer": "2"}] * 12))
+    config = validate_config(base_config(tmp_path, data={"path": str(tmp_path / "p.json"), "prompt_field": "question",
+                                                         "eval_size": 4}))
+    trainer = Trainer(config)
+    assert len(trainer.train_records) == 8 and trainer.train_records[0] == {"prompt": "1+1=", "answer": "2"}
+    with pytest.raises(ConfigError) as info:
+        validate_config(base_config(tmp_path, data={"task": "test_sums", "options": {"largest": 99, "x": 1}}))
+    assert "data.options.largest" in str(info.value) and "data.options.x: unknown field" in str(info.value)
+    with pytest.raises(ConfigError, match="unknown task 'test_sum'; did you mean test_sums"):
+        validate_config(base_config(tmp_path, data={"task": "test_sum"}))
+    with pytest.raises(ConfigError, match="exactly one of `task`, `path` or `dataset`"):
+        validate_config(base_config(tmp_path, data={"task": "test_sums", "path": "x.jsonl"}))
+
+
 def test_a_fresh_run_refuses_an_output_dir_with_checkpoints(tmp_path):
     (tmp_path / "run" / "checkpoint-3").mkdir(parents=True)
     with pytest.raises(UserError, match="--resume"):
