@@ -1,0 +1,146 @@
+"""Built-in demo pieces: an arithmetic task, a character tokenizer and tiny model presets.
+
+They make a run that needs nothing downloaded and learns in minutes on a laptop CPU
+(examples/quickstart.yaml):
+
+* task `arithmetic`: prompts like `3+4=` with the gold `answer` ("7"). Every problem of the chosen
+  operations whose answer has at most `max_answer_digits` digits is enumerated, then split once
+  into train and held-out problems by `split_seed` (so train and eval never share a problem,
+  whatever the run's seed). The training split repeats its problems to `data.train_size`.
+* tokenizer `builtin:chars`: one token per character of a small alphabet (digits, operators,
+  letters, a few punctuation marks), `<eos>` separate from `<pad>`. A `PreTrainedTokenizerFast`,
+  so `save_pretrained` writes a directory that `AutoTokenizer` (and so TRL) loads back.
+* `MODEL_PRESETS`: HF config kwargs of small Llamas (`tiny` for the quickstart; `2m` and `20m`
+  for bench/vs_trl.py); the trainer fills in vocab size and special token ids from the tokenizer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from grpo_core.data import register_task, register_tokenizer
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer
+
+# Small on purpose: a randomly initialised model then finds the digits among few tokens by sampling.
+ALPHABET = list("0123456789+-*=() ")
+SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
+
+
+@register_tokenizer("chars")
+def chars_tokenizer() -> Any:
+    """A character-level tokenizer over `ALPHABET` (unknown characters become `<unk>`)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + ALPHABET)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # every character its own token
+    core.decoder = decoders.Fuse()  # join characters back without spaces between them
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+# ---------------------------------------------------------------------------------------------
+# Model presets (LlamaConfig kwargs; vocab size and special ids come from the tokenizer)
+
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    # ~0.1M parameters: learns the quickstart task in about a minute on 2 CPU cores
+    "tiny": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 128,
+             "tie_word_embeddings": True},
+    # ~1.8M parameters (bench/vs_trl.py, completion length 32)
+    "2m": {"model_type": "llama", "hidden_size": 192, "intermediate_size": 512, "num_hidden_layers": 4,
+           "num_attention_heads": 6, "num_key_value_heads": 6, "max_position_embeddings": 256,
+           "tie_word_embeddings": True},
+    # ~19M parameters (bench/vs_trl.py, completion length 64)
+    "20m": {"model_type": "llama", "hidden_size": 384, "intermediate_size": 1536, "num_hidden_layers": 8,
+            "num_attention_heads": 6, "num_key_value_heads": 6, "max_position_embeddings": 256,
+            "tie_word_embeddings": True},
+}
+
+
+def model_config(preset: str, tokenizer: Any) -> Any:
+    """A transformers config for `preset`, sized and wired to `tokenizer`'s vocabulary and specials."""
+    from transformers import AutoConfig
+
+    kwargs = dict(MODEL_PRESETS[preset])
+    kwargs.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                  eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    return AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Task: arithmetic on small numbers
+
+OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+class ArithmeticParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operations: list[Literal["+", "-", "*"]] = Field(["+"], min_length=1, description="Operators to draw from.")
+    max_operand: int = Field(9, ge=1, le=99, description="Operands range over 0..max_operand.")
+    max_answer_digits: int = Field(1, ge=1, le=4, description="Keep problems whose answer has at most this many "
+                                   "digits (1: single-digit answers); negative answers are always left out.")
+    eval_fraction: float = Field(0.2, gt=0, lt=1, description="Share of the problems held out for evaluation.")
+    split_seed: int = Field(0, description="Seed of the fixed train/held-out partition of the problems.")
+    held_out: Literal["mirrored", "random"] = Field(
+        "mirrored", description="`mirrored`: held-out problems are operand-swapped twins of training ones (4+3 "
+        "held out, 3+4 trained), so eval measures whether the learned answers ignore operand order; "
+        "`random`: a random subset of the problems (needs far more training to generalise).")
+
+    @model_validator(mode="after")
+    def _enough_problems(self) -> ArithmeticParams:
+        n = len(problems(self))
+        if n < 4:
+            raise ValueError(f"only {n} problems fit these options; allow more operations, operands or digits")
+        return self
+
+
+def problems(params: ArithmeticParams) -> list[tuple[int, str, int]]:
+    """Every (a, op, b) problem allowed by `params`, in a fixed order."""
+    out = []
+    for op in params.operations:
+        for a, b in itertools.product(range(params.max_operand + 1), repeat=2):
+            value = OPERATIONS[op](a, b)
+            if 0 <= value < 10 ** params.max_answer_digits:
+                out.append((a, op, b))
+    return out
+
+
+def partition(params: ArithmeticParams) -> tuple[list[tuple[int, str, int]], list[tuple[int, str, int]]]:
+    """(train problems, held-out problems): one seeded shuffle, independent of the run's seed."""
+    every = problems(params)
+    random.Random(params.split_seed).shuffle(every)
+    want = max(1, round(len(every) * params.eval_fraction))
+    if params.held_out == "random":
+        return every[want:], every[:want]
+    held: set[tuple[int, str, int]] = set()
+    for a, op, b in every:  # hold out one order of a commutative pair whose other order stays in train
+        if len(held) < want and a != b and op in "+*" and (b, op, a) not in held:
+            held.add((a, op, b))
+    return [p for p in every if p not in held], [p for p in every if p in held]
+
+
+def record(a: int, op: str, b: int) -> dict[str, Any]:
+    return {"prompt": f"{a}{op}{b}=", "answer": str(OPERATIONS[op](a, b))}
+
+
+@register_task("arithmetic", params=ArithmeticParams)
+def arithmetic(split: str, size: int | None, seed: int, **options: Any) -> list[dict[str, Any]]:
+    """Train: the training problems shuffled by `seed`, repeated to `size`; eval: up to `size` held-out ones."""
+    params = ArithmeticParams(**options)
+    train, held = partition(params)
+    if split != "train":
+        return [record(*p) for p in held[:size or None]]
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    while len(out) < (size or len(train)):
+        rng.shuffle(train)
+        out.extend(record(*p) for p in train)
+    return out[:size or len(train)]

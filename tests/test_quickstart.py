@@ -1,0 +1,75 @@
+"""The built-in demo pieces (grpo_core/tasks.py) and a shortened quickstart run that must learn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grpo_core.tasks import MODEL_PRESETS, ArithmeticParams, arithmetic, chars_tokenizer, model_config, partition
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+
+
+def test_arithmetic_split_is_fixed_and_disjoint() -> None:
+    options = {"operations": ["+", "-"]}
+    train = arithmetic("train", None, 0, **options)
+    held = arithmetic("eval", None, 1, **options)
+    assert {r["prompt"] for r in train}.isdisjoint({r["prompt"] for r in held})
+    # the partition does not move with the run's seed, only with split_seed
+    assert held == arithmetic("eval", None, 7, **options)
+    assert {r["prompt"] for r in arithmetic("train", None, 5, **options)} == {r["prompt"] for r in train}
+    assert held != arithmetic("eval", None, 1, split_seed=3, **options)
+    for r in train + held:
+        a, rest = r["prompt"].rstrip("=").replace("-", "+-").split("+", 1)
+        assert int(r["answer"]) == int(a) + int(rest) and 0 <= int(r["answer"]) <= 9
+
+
+def test_mirrored_held_out_problems_are_swapped_training_problems() -> None:
+    train, held = partition(ArithmeticParams())
+    assert held and all(a != b and (b, op, a) in train for a, op, b in held)
+    assert len(held) == round(0.2 * (len(train) + len(held)))
+
+
+def test_train_split_repeats_to_size_and_eval_truncates() -> None:
+    train = arithmetic("train", 500, 0)
+    assert len(train) == 500
+    assert len(arithmetic("eval", 3, 1)) == 3
+    assert arithmetic("train", 500, 0) == train  # deterministic for a seed
+    assert arithmetic("train", 500, 1) != train
+
+
+def test_arithmetic_params_reject_nonsense() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="only 3 problems"):  # 0-0, 1-0, 1-1 (negatives are left out)
+        ArithmeticParams(operations=["-"], max_operand=1)
+    with pytest.raises(ValidationError):
+        ArithmeticParams(operations=["/"])
+
+
+def test_chars_tokenizer_round_trips_through_auto_tokenizer(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = chars_tokenizer()
+    ids = tokenizer("12+3=")["input_ids"]
+    assert len(ids) == 5 and tokenizer.decode(ids) == "12+3="
+    assert tokenizer.eos_token_id != tokenizer.pad_token_id
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded("12+3=")["input_ids"] == ids
+    assert (loaded.eos_token, loaded.pad_token) == ("<eos>", "<pad>")
+    assert loaded.decode(ids + [loaded.eos_token_id], skip_special_tokens=True) == "12+3="
+
+
+@pytest.mark.parametrize(("preset", "low", "high"), [("tiny", 5e4, 2e5), ("2m", 1.5e6, 2.5e6), ("20m", 1.5e7, 2.5e7)])
+def test_model_presets_have_their_advertised_size(preset: str, low: float, high: float) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):  # shapes only: no memory, no init time
+        model = AutoModelForCausalLM.from_config(model_config(preset, chars_tokenizer()))
+    assert low <= sum(p.numel() for p in model.parameters()) <= high
+    assert MODEL_PRESETS[preset]["model_type"] == model.config.model_type
