@@ -72,7 +72,7 @@ def test_reward_rises_on_a_learnable_reward(tmp_path):
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("overrides", [
     {"loss_type": "grpo", "num_iterations": 2, "importance_sampling_level": "sequence", "scale_rewards": "batch",
-     "gradient_accumulation_steps": 2, "per_device_train_batch_size": 4},
+     "gradient_accumulation_steps": 2, "per_device_train_batch_size": 4, "report_to": ["tensorboard"]},
     {"loss_type": "dr_grpo", "scale_rewards": "none", "mask_truncated_completions": True,
      "model.tokenizer": "builtin:test_chars_pad_eos", "top_k": 5, "top_p": 0.9, "bf16": True},
 ])
@@ -83,6 +83,7 @@ def test_variants_run(tmp_path, overrides):
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
     if overrides.get("num_iterations") == 2:  # step 2 reuses step 1's rollout: no new rewards, a real ratio
         assert "reward" in records[0] and "reward" not in records[1]
+        assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def test_config_problems_are_all_reported_with_file_line_and_path(tmp_path):
