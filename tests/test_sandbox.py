@@ -30,7 +30,7 @@ def test_every_layer_is_probed_and_reported(sandbox):
     layers = sandbox.layers()
     assert set(LAYERS) <= set(layers)  # no layer silently absent from the report
     assert layers["zygote"] == "" and layers["probe_run"] == ""
-    for name in ("net_namespace", "pid_namespace", "rlimits", "no_new_privs", "landlock", "private_tmp"):
+    for name in ("net_namespace", "pid_namespace", "rlimits", "no_new_privs", "landlock", "private_tmp", "seccomp"):
         assert layers[name] == "", f"{name}: {layers[name]}"  # this host has them all
     assert (layers["uid"] == "") == IS_ROOT
 

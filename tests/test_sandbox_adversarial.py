@@ -212,3 +212,14 @@ def test_programs_never_run_as_root(run):
     r = run("import os\nprint(os.getuid(), os.geteuid(), os.getgid(), os.getgroups())")
     uid, euid, gid, *_ = r.stdout.split()
     assert int(uid) == int(euid) >= 1_000_000 and int(gid) >= 1_000_000
+
+
+def test_creating_namespaces_or_tracing_is_denied(run):
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nfor name, call in [\n"
+            "        ('unshare(user)', lambda: libc.unshare(0x10000000)),\n"
+            "        ('clone(newuser)', lambda: libc.syscall(56, ctypes.c_ulong(0x10000000 | 17), 0, 0, 0, 0)),\n"
+            "        ('ptrace(attach 1)', lambda: libc.ptrace(16, 1, 0, 0)),\n"
+            "        ('mount tmpfs', lambda: libc.mount(b'none', b'.', b'tmpfs', 0, None))]:\n"
+            "    print(name, 'ALLOWED' if call() == 0 else 'denied', ctypes.get_errno())")
+    r = run(code)
+    assert r.status == "ok" and "ALLOWED" not in r.stdout and r.stdout.count("denied") == 4

@@ -22,6 +22,7 @@ LIVE_CHECKS = [
     ("runs a program", "print('ok')", "ok"),
     ("no network", "import socket; socket.create_connection(('127.0.0.1', 22), timeout=1)", "error"),
     ("cannot write outside its dir", "open('/etc/grpo-sandbox-check', 'w')", "error"),
+    ("no new namespaces", "import ctypes; assert ctypes.CDLL(None).unshare(0x10000000) == 0", "error"),
     ("wall clock enforced", "while True: pass", "timeout"),
     ("memory capped", "x = bytearray(1 << 30)", "memory"),
 ]

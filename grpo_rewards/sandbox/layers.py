@@ -10,6 +10,7 @@ zygote's probe can say exactly which layer is missing and why.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import struct
@@ -154,3 +155,70 @@ def _landlock_allow(ruleset: int, path: str, access: int) -> None:
                              ctypes.c_uint32(0)), f"landlock_add_rule {path}")
     finally:
         os.close(fd)
+
+
+# --- seccomp: a small deny-list filter (classic BPF), x86_64 only
+
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_BIT = 0x40000000
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_SYS_CLONE, _SYS_CLONE3 = 56, 435
+_CLONE_NEW_ANY = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | 0x02000000
+# Kernel surface a test program never needs and exploits often use: namespaces and mounts,
+# ptrace and cross-process memory, eBPF, keyrings, perf, userfaultfd, io_uring, modules, kexec.
+DENIED_SYSCALLS = {
+    "ptrace": 101, "syslog": 103, "chroot": 161, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167,
+    "swapoff": 168, "reboot": 169, "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176,
+    "quotactl": 179, "kexec_load": 246, "add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272,
+    "perf_event_open": 298, "name_to_handle_at": 303, "open_by_handle_at": 304, "setns": 308,
+    "process_vm_readv": 310, "process_vm_writev": 311, "finit_module": 313, "kexec_file_load": 320, "bpf": 321,
+    "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "pivot_root": 155,
+}
+
+
+def _bpf(code: int, k: int = 0, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("HBBI", code, jt, jf, k)
+
+
+@functools.lru_cache(maxsize=1)  # built once in the zygote, inherited by every forked run
+def seccomp_filter_program() -> bytes:
+    """Deny (EPERM) the syscalls above and clone() with namespace flags; clone3 answers ENOSYS
+    so that the C library falls back to clone(), whose flags a classic filter can inspect.
+    Non-x86_64 calling conventions (the x32 ABI, a foreign arch) are denied outright."""
+    ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    numbers = sorted(DENIED_SYSCALLS.values())
+    # (code, k, jump-true label, jump-false label); labels: "next", "allow", "deny", "enosys"
+    ops = [(ld_abs, 4, None, None), (jeq, _AUDIT_ARCH_X86_64, "next", "deny"),
+           (ld_abs, 0, None, None), (jge, _X32_BIT, "deny", "next")]
+    ops += [(jeq, nr, "deny", "next") for nr in numbers]
+    ops += [(jeq, _SYS_CLONE3, "enosys", "next"), (jeq, _SYS_CLONE, "next", "allow"),
+            (ld_abs, 16, None, None),  # args[0], low 32 bits: the clone flags
+            (jset, _CLONE_NEW_ANY, "deny", "allow")]
+    labels = {"allow": len(ops), "deny": len(ops) + 1, "enosys": len(ops) + 2}
+    prog = []
+    for i, (code, k, jt, jf) in enumerate(ops):
+        rel = lambda label: 0 if label in (None, "next") else labels[label] - i - 1  # noqa: E731
+        prog.append(_bpf(code, k, rel(jt), rel(jf)))
+    prog += [_bpf(ret, _SECCOMP_RET_ALLOW), _bpf(ret, _SECCOMP_RET_ERRNO | 1), _bpf(ret, _SECCOMP_RET_ERRNO | 38)]
+    return b"".join(prog)
+
+
+@functools.lru_cache(maxsize=1)
+def _seccomp_fprog() -> tuple[ctypes.Array, bytes]:
+    """(filter buffer, struct sock_fprog pointing at it); kept alive by the cache."""
+    if os.uname().machine != "x86_64":
+        raise OSError(95, f"the seccomp filter is built for x86_64 only, not {os.uname().machine}")
+    program = seccomp_filter_program()
+    filters = ctypes.create_string_buffer(program, len(program))
+    return filters, struct.pack("HxxxxxxP", len(program) // 8, ctypes.addressof(filters))
+
+
+def seccomp_restrict() -> None:
+    """Install the filter on this process (inherited by its children, irrevocable). Needs no_new_privs."""
+    _, fprog = _seccomp_fprog()
+    _check(_libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.c_char_p(fprog),
+                       ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(PR_SET_SECCOMP)")

@@ -49,6 +49,7 @@ LAYERS = {
     "pdeathsig": "a program dies with its zygote even if every other kill misses it",
     "no_new_privs": "setuid binaries cannot raise privileges",
     "landlock": "filesystem: read only system/Python paths, write only the run's dir; TCP and signals out denied",
+    "seccomp": "no namespaces, mounts, ptrace, eBPF, keyrings, perf, userfaultfd, io_uring or modules",
     "probe_run": "a trivial program ran through every active layer",
 }
 

@@ -12,7 +12,7 @@ Per execution: fork a supervisor (new session, new PID namespace), which forks t
 PID 1 of that namespace, so killing it kills everything the program started (daemons too).
 The program then gets: a fresh scratch dir as cwd, a cleared environment, stdin from a memfd
 or /dev/null, only fds 0-2, rlimits (hard = soft), a non-root uid, parent-death signal,
-no_new_privs, and Landlock; then its code runs in this (forked) interpreter.
+no_new_privs, Landlock and a seccomp filter; then its code runs in this (forked) interpreter.
 
 Protocol: pickled frames on fds 0 (requests) and 1 (replies), framed as `multiprocessing.connection`
 frames them (the pool side uses that class). Not imported here: it pulls in `threading`, and a
@@ -42,7 +42,7 @@ PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy da
            "io itertools json math numbers operator random re statistics string struct textwrap "
            "traceback types typing unicodedata atexit")
 PROGRAM = "main.py"
-PER_RUN = ("pid_namespace", "rlimits", "uid", "pdeathsig", "no_new_privs", "landlock")
+PER_RUN = ("pid_namespace", "rlimits", "uid", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
@@ -84,6 +84,10 @@ class Zygote:
         if self.layers["private_tmp"] and self.scratch == "/tmp":
             self.scratch = tempfile.mkdtemp(prefix="grpo-sandbox-")  # on the host: removed at exit
         self.landlock_abi = layers.landlock_abi()
+        try:
+            layers._seccomp_fprog()  # build the filter once, here, for every forked run
+        except OSError:
+            pass  # the probe reports it
         self._probe()
         if self.uid is not None:
             self._sweep_uid()  # a previous zygote with this uid may have died mid-run
@@ -260,6 +264,7 @@ class Zygote:
             ("no_new_privs", lambda: layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)),
             ("landlock", lambda: layers.landlock_restrict(self.read_paths + runner.DEVICES, [workdir, "/dev/null"],
                                                           self.landlock_abi)),
+            ("seccomp", layers.seccomp_restrict),
         ]
         for name, step in steps:
             if not probe and name not in self.per_run:
