@@ -1,20 +1,21 @@
 """A small pool of worker processes with a hard, killing wall-clock limit per task.
 
 Why not `multiprocessing.Pool` or `concurrent.futures`: neither can kill one task that hangs
-inside C code (sympy's big-integer arithmetic, a catastrophic regex) and replace just that
+inside C code (a long big-integer operation, any C loop that never checks for signals) and
+replace just that
 worker, and `multiprocessing` refuses to start children from a daemonic process such as a
 PyTorch DataLoader worker. So each worker here is a fresh interpreter started with
 `subprocess` (vfork/posix_spawn on Linux: it never copies the multi-GB training process, and it
-imports only this module and the task's module, never torch) and talks pickled frames over its
-stdin/stdout pipes.
+imports only this package and the task's module, never the trainer's torch) and talks pickled
+frames over its stdin/stdout pipes.
 
 Use: `WorkerPool("package.module:function", size=2, memory_mb=1024)`, then
 `pool.map(chunks, timeout_s)` where a chunk is a list of picklable tasks that one worker runs in
 order (so per-chunk state such as a parsed gold answer is reused). Each task gets a `TaskResult`.
 A task past `timeout_s` is first interrupted inside the worker (a Python-level exception, cheap);
 if it does not stop within a grace period the worker is killed and replaced (the pool keeps its
-size). The tasks of a chunk after a failed one come back as `not_run`: the caller decides whether
-to resubmit them. `map` is thread-safe (one batch at a time) and works from any thread.
+size). The tasks of a chunk behind one whose worker was killed or died come back as `not_run`:
+the caller decides whether to resubmit them. `map` is thread-safe (one batch at a time) and works from any thread.
 """
 
 from __future__ import annotations

@@ -157,6 +157,19 @@ def test_pool_reports_a_worker_that_exits(eval_pool):
 
 
 @pytest.mark.timeout(60)
+def test_math_workers_do_not_import_the_trainers_heavy_modules():
+    import torch  # noqa: F401 - the parent has torch loaded, as a trainer does
+
+    pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up")
+    try:
+        probe = "sorted({m.split('.')[0] for m in __import__('sys').modules} & {'torch', 'numpy', 'transformers'})"
+        [[result]] = pool.map([[probe]], 30)
+        assert result.status == "ok" and result.value == []
+    finally:
+        pool.close()
+
+
+@pytest.mark.timeout(60)
 def test_pool_that_cannot_start_reports_unavailable():
     pool = WorkerPool("no_such_module_for_grpo_tests:f", size=2)
     try:
