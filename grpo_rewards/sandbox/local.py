@@ -40,6 +40,7 @@ LAYERS = {
     "zygote": "programs are forked from a small separate process, never from the caller",
     "uid": "programs run as a fresh non-root uid: process limits bind and nothing of root's is writable",
     "user_namespace": "as non-root: gives the zygote the right to create the other namespaces",
+    "drop_caps": "as non-root in a user namespace: programs hold no capabilities in it",
     "net_namespace": "no network at all (not even 127.0.0.1), no shared IPC objects",
     "mount_namespace": "mounts below are private to the sandbox",
     "private_tmp": "/tmp, /var/tmp and /dev/shm are empty size-capped tmpfs: the host's temp files are unseen",
