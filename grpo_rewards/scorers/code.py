@@ -66,7 +66,7 @@ class CodeTests(Scorer):
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
         self._backend: SandboxBackend | None = None
-        self._bytecode = False
+        self._bytecode: bool | None = None  # whether the backend takes the harness as bytecode
         self._lock = threading.Lock()
 
     # ---- sandbox --------------------------------------------------------------------------
@@ -96,6 +96,7 @@ class CodeTests(Scorer):
             if self._backend is not None:
                 self._backend.close()
                 self._backend = None
+            self._bytecode = None
 
     def _limits(self, wall_s: float) -> Limits:
         p = self.params
@@ -114,7 +115,6 @@ class CodeTests(Scorer):
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
-        self._bytecode = self._backend_is_local()
         jobs: list[Job] = []
         pending: list[tuple[int, Any, Any, list[int]]] = []  # (sample, kind, payload, job indices)
         for i, sample in enumerate(samples):
@@ -152,6 +152,8 @@ class CodeTests(Scorer):
             return Score(0.0, {"reason": f"program longer than {MAX_CODE_CHARS} characters", "code": code[:2000]})
         p = self.params
         if parsed.assert_suite is not None:
+            if self._bytecode is None:
+                self._bytecode = self._backend_is_local()
             program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode)
             return code, "assert", (parsed.assert_suite, tag), [Job(program, "", self._limits(p.timeout_s))]
         wall = min(p.per_test_timeout_s, p.timeout_s)
