@@ -86,9 +86,9 @@ def champ_items() -> list[Item]:
     return items
 
 
-def generated_items(n: int, rng: random.Random) -> list[Item]:
+def generated_items(n: int, rng: random.Random, integers_only: bool = False) -> list[Item]:
     x = sympy.Symbol("x")
-    makers = [
+    makers = [lambda: sympy.Integer(rng.randint(0, 5000))] if integers_only else [
         lambda: sympy.Integer(rng.randint(-50, 5000)),
         lambda: sympy.Rational(rng.randint(1, 40), rng.choice([2, 3, 4, 5, 8, 12])),
         lambda: sympy.Float(round(rng.uniform(0, 100), 2)),
@@ -146,10 +146,15 @@ def completion(item: Item, style: str, answer: str) -> str:
     }[style]
 
 
-def build_cases(golds: int, per_gold: int, seed: int = 0) -> tuple[list[Sample], list[float], list[str], Counter]:
+def build_cases(golds: int, per_gold: int, seed: int = 0,
+                integers: bool = False) -> tuple[list[Sample], list[float], list[str], Counter]:
+    """`integers`: GSM8K-like generated integer golds only (CHAMP solution texts still as reasoning)."""
     rng = random.Random(seed)
-    items = champ_items()[:golds]
-    items += generated_items(golds - len(items), rng)
+    items = [] if integers else champ_items()[:golds]
+    items += generated_items(golds - len(items), rng, integers_only=integers)
+    if integers:  # real reasoning texts around generated integer answers
+        texts = [i.reasoning for i in champ_items()] or [i.reasoning for i in items]
+        items = [Item(i.gold, i.expr, texts[k % len(texts)], "generated") for k, i in enumerate(items)]
     samples, labels, styles = [], [], []
     for i, item in enumerate(items):
         # Samples of one prompt repeat answers: each completion's answer is one of two right forms
@@ -227,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64, help="completions per score() call (a GRPO step's batch)")
     ap.add_argument("--warm-golds", type=int, default=100, help="generated golds of the untimed warm-up set")
+    ap.add_argument("--integers", action="store_true", help="GSM8K-like integer golds instead of CHAMP's")
     ap.add_argument("--json", help="write the figures here too")
     args = ap.parse_args(argv)
 
-    samples, labels, styles, sources = build_cases(args.golds, args.per_gold)
+    samples, labels, styles, sources = build_cases(args.golds, args.per_gold, integers=args.integers)
     print(f"{len(samples)} completions, {args.golds} golds ({dict(sources)}), styles {dict(Counter(styles))}")
     # Both sides first score a warm-up set with other (generated) golds: imports done and the
     # LaTeX parser's tables learnt, as after a training run's first steps, while every cache is
