@@ -153,6 +153,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True, start_new_session=True,  # a Ctrl-C aimed at the trainer is not ours
         )
+        self.owner = os.getpid()  # a forked child (DataLoader worker) must never kill these
         self.fd = self.proc.stdout.fileno()
         self.buf = b""
         self.ready = False
@@ -189,6 +190,8 @@ class _Worker:
         return out
 
     def kill(self) -> None:
+        if os.getpid() != self.owner:
+            return  # inherited through fork: the process belongs to our parent
         try:
             self.proc.kill()
         except OSError:

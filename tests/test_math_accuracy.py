@@ -190,6 +190,28 @@ def test_called_from_a_dataloader_worker(scorer):
     assert scorer.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])[0].value == 1.0
 
 
+@pytest.mark.timeout(60)
+def test_a_forked_child_that_drops_the_scorer_leaves_the_parents_workers_alone(scorer):
+    import gc
+    import multiprocessing
+
+    from grpo_rewards.workers import _kill_all
+
+    scorer.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
+    pids = list(scorer._pool.pids)
+
+    def child():
+        _kill_all(list(scorer._pool._workers))  # what a finaliser or exit hook in the child would run
+        gc.collect()
+
+    proc = multiprocessing.get_context("fork").Process(target=child)
+    proc.start()
+    proc.join(30)
+    assert proc.exitcode == 0
+    assert not any(_gone(pid) for pid in pids)
+    assert scorer._pool.pids == pids
+
+
 def test_in_a_composed_spec():
     spec = {"scorers": [{"scorer": "math_accuracy", "params": {"timeout_s": 3}}]}
     with build(spec) as reward:
