@@ -156,8 +156,11 @@ class LocalSandbox(SandboxBackend):
 
     def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
         with self._lock:
-            self._ensure()
-            return _Batch(self, list(jobs)).run()
+            try:
+                self._ensure()
+                return _Batch(self, list(jobs)).run()
+            except OSError as exc:  # e.g. no process could be spawned: the host, not the programs
+                return [ExecResult("infra", detail=f"sandbox pool: {exc}") for _ in jobs]
 
     def close(self) -> None:
         with self._lock:
