@@ -30,8 +30,11 @@ def test_every_layer_is_probed_and_reported(sandbox):
     layers = sandbox.layers()
     assert set(LAYERS) <= set(layers)  # no layer silently absent from the report
     assert layers["zygote"] == "" and layers["probe_run"] == ""
-    for name in ("net_namespace", "pid_namespace", "rlimits", "no_new_privs", "landlock", "private_tmp", "seccomp"):
-        assert layers[name] == "", f"{name}: {layers[name]}"  # this host has them all
+    expected = ["rlimits", "no_new_privs", "pdeathsig"]
+    if IS_ROOT:  # as root this kernel (6.x, Landlock ABI 7) gives every layer; CI runs as root
+        expected += ["net_namespace", "pid_namespace", "landlock", "private_tmp", "hidden_home", "seccomp"]
+    for name in expected:
+        assert layers[name] == "", f"{name}: {layers[name]}"
     assert (layers["uid"] == "") == IS_ROOT
 
 
@@ -67,11 +70,14 @@ def test_program_sees_a_clean_private_world(sandbox, tmp_path_factory):
     assert r.status == "ok", r.stderr
     seen = json.loads(r.stdout)
     assert set(seen["env"]) == {"PATH", "HOME", "TMPDIR", "LANG"}
-    assert seen["cwd"].startswith("/tmp/run-") and seen["env"]["HOME"] == seen["cwd"]
-    assert seen["pid"] == 1  # init of its own PID namespace
+    assert seen["env"]["HOME"] == seen["cwd"] and "/run-" in seen["cwd"]
+    layers = sandbox.layers()
+    if layers["pid_namespace"] == "":
+        assert seen["pid"] == 1  # init of its own PID namespace
+    if layers["private_tmp"] == "":
+        assert seen["host_file"] is False  # a private /tmp: the host's files are not there
     if IS_ROOT:
         assert seen["uid"] >= 1_000_000
-    assert seen["host_file"] is False  # a private /tmp: the host's files are not there
 
 
 def test_files_written_stay_in_the_run_dir_and_vanish(sandbox):
