@@ -130,11 +130,18 @@ def _resolve_alias(alias: str, spec: ModelAlias) -> Path:
     if local is not None:
         return local
     if hub_reachable():
-        return _hub_snapshot(spec.hub_id, local_only=False)  # type: ignore[return-value]
+        try:
+            return _hub_snapshot(spec.hub_id, local_only=False)  # type: ignore[return-value]
+        except UserError:
+            pass  # reachable but the download failed (network, rate limit): the offline copy still serves
     cached = cache_root() / alias
-    if _cache_valid(cached):
-        return cached
-    return cached_gguf_conversion(shipped_gguf(spec), key=alias)
+    try:
+        gguf_path = shipped_gguf(spec)
+    except UserError:
+        if _cache_valid(cached):  # the package was removed after converting: the copy still serves
+            return cached
+        raise
+    return cached_gguf_conversion(gguf_path, key=alias)  # reuses the copy unless the GGUF changed
 
 
 def shipped_gguf(spec: ModelAlias) -> Path:

@@ -86,7 +86,7 @@ def test_alias_offline_uses_a_finished_cached_conversion(offline, tiny_dir):
     # a cache whose source changed size is stale
     (cached / hub.CACHE_MARKER).write_text(json.dumps({"source": str(gguf), "source_size": 1}))
     assert not hub._cache_valid(cached, gguf)
-    assert hub._cache_valid(cached)  # a copy made from another source file (alias key) still loads
+    assert hub._cache_valid(cached)  # ... but still serves when the package has been uninstalled
 
 
 def test_atomic_directory_keeps_the_old_copy_on_failure(tmp_path):
