@@ -27,15 +27,30 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Index of each `{` -> index of its matching `}`, in one pass (escaped `\\{`, `\\}` skipped).
+    One pass rather than a scan per box: `\\boxed{` repeated without closing braces would make
+    that quadratic."""
+    pairs, stack = {}, []
+    for i, c in enumerate(text):
+        if c in "{}" and not (i > 0 and text[i - 1] == "\\"):
+            if c == "{":
+                stack.append(i)
+            elif stack:
+                pairs[stack.pop()] = i
+    return pairs
+
+
 def _boxed_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of every `\\boxed{...}` / `\\fbox{...}` and brace-less `\\boxed 5`."""
     found = []
+    pairs: dict[int, int] | None = None
     for m in _BOXED.finditer(text):
         end = m.end()
         if end < len(text) and text[end] == "{":
-            content = _balanced(text, end)
-            if content is not None:
-                found.append((m.start(), end + len(content) + 2, content))
+            pairs = _brace_pairs(text) if pairs is None else pairs
+            if end in pairs:
+                found.append((m.start(), pairs[end] + 1, text[end + 1 : pairs[end]]))
         elif m.group(0).endswith((" ", "\t")) or (end < len(text) and text[end].isalnum()):
             token = re.match(r"[^\s$]+", text[end:])
             if token:
@@ -48,19 +63,19 @@ def boxed_all(text: str) -> list[str]:
     return [content for _, _, content in _boxed_spans(text)]
 
 
-def final_boxed(text: str, max_gap: int = 40) -> str | None:
+def final_boxed(text: str, max_gap: int = 40, max_parts: int = 50) -> str | None:
     """The last boxed answer; several boxes in a row on one line (`\\boxed{1} and \\boxed{2}`) are
     one answer with several parts, joined with ", " as math-verify joins them."""
     spans = [s for s in _boxed_spans(text) if s[2].strip()]
     if not spans:
         return None
-    group = [spans[-1]]
+    group = [spans[-1]]  # built backwards from the last box
     for span in reversed(spans[:-1]):
-        gap = text[span[1] : group[0][0]]
-        if "\n" in gap or len(gap) > max_gap:
+        gap = text[span[1] : group[-1][0]]
+        if "\n" in gap or len(gap) > max_gap or len(group) >= max_parts:
             break
-        group.insert(0, span)
-    return ", ".join(content.strip() for _, _, content in group)
+        group.append(span)
+    return ", ".join(content.strip() for _, _, content in reversed(group))
 
 
 def last_boxed(text: str) -> str | None:
@@ -70,6 +85,10 @@ def last_boxed(text: str) -> str | None:
 
 def tag_block(text: str, tag: str, last: bool = True) -> str | None:
     """The content of the last (or first) `<tag>...</tag>` block."""
+    close = f"</{tag}>"
+    # No block ends after the last closing tag; cutting there keeps opening tags with no closing
+    # tag after them from each scanning to the end of the text (quadratic).
+    text = text[: text.rfind(close) + len(close)] if close in text else ""
     blocks = re.findall(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", text, flags=re.DOTALL)
     if not blocks:
         return None
@@ -142,6 +161,9 @@ def strip_emphasis(text: str) -> str:
 # Final-answer extraction for math completions (used by `math_accuracy`)
 
 _MATH_DELIMS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
+# Longest text after an answer phrase that is searched for the answer: no answer is longer, and it
+# bounds the regex work on a pathological completion.
+MAX_ANSWER_SCAN = 4000
 
 
 def strip_math_delimiters(text: str) -> str:
@@ -165,7 +187,7 @@ _LEADING_NUMBER = re.compile(r"\s*\\?\$?\s*([-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:
 def clean_answer(text: str) -> str | None:
     """The answer inside a phrase's remainder: math delimiters, emphasis, a trailing period and
     trailing prose ("18 dollars" -> "18") removed. None when nothing is left."""
-    text = strip_emphasis(text.strip())
+    text = strip_emphasis(text.strip()[:MAX_ANSWER_SCAN])
     math = _INLINE_MATH.search(text)
     if math:
         text = next(g for g in math.groups() if g is not None)
@@ -192,7 +214,7 @@ def answer_phrase(text: str) -> str | None:
     matches = list(_ANSWER_PHRASE.finditer(text))
     if not matches:
         return None
-    rest = strip_emphasis(text[matches[-1].end() :].lstrip())
+    rest = strip_emphasis(text[matches[-1].end() :].lstrip()[:MAX_ANSWER_SCAN])
     math = _INLINE_MATH.match(rest)
     if math:  # a display block may span lines
         return clean_answer(math.group(0))
@@ -214,6 +236,8 @@ def gsm8k_answer(text: str) -> str | None:
 
 def bare_answer(text: str, max_chars: int = 60) -> str | None:
     """The whole text, when it is nothing but a short answer (`42`, `$\\frac{1}{2}$`, `**x = 3**`)."""
+    if len(text) > MAX_ANSWER_SCAN:
+        return None
     text = strip_emphasis(text).rstrip(".").strip()
     math = _INLINE_MATH.fullmatch(text)
     if math:  # one math region and nothing else: its content, prose-like or not (`$\\text{Even}$`)

@@ -56,6 +56,26 @@ def test_each_returns_within_the_limit(scorer, name, side):
         assert result.info["reason"] in ("timeout", "unparseable gold"), result.info
 
 
+# Extraction runs in the trainer's process, before any worker limit: it must stay linear.
+HUGE_COMPLETIONS = {
+    "unclosed \\( after a phrase": "The answer is " + "\\(" * 100_000,
+    "unclosed boxes": "\\boxed{" * 100_000,
+    "boxes in a row": "\\boxed{1} " * 100_000,
+    "unclosed answer tags": "<answer>" * 100_000,
+    "phrases": "the answer is " * 50_000,
+    "one long word": "x" * 1_000_000,
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", list(HUGE_COMPLETIONS))
+def test_huge_completions_are_scored_quickly(scorer, name):
+    start = time.monotonic()
+    result = scorer.score([Sample(completion=HUGE_COMPLETIONS[name], reference={"answer": "5"})])[0]
+    assert time.monotonic() - start < LIMIT_S + 5.0
+    assert result.value != 1.0
+
+
 @pytest.mark.timeout(120)
 def test_mixed_batch_scores_the_normal_samples(scorer):
     normal = [("\\boxed{\\frac{1}{2}}", "0.5", 1.0), ("The answer is 12.", "12", 1.0), ("#### 7", "8", 0.0),
