@@ -117,6 +117,9 @@ def test_killed_workers_are_replaced_and_their_pending_samples_rescored():
         assert results[0].value is None and results[0].info["reason"] == "worker died", results[0].info
         assert [r.value for r in results[1:]] == [1.0, 0.0], results
         assert len(s._pool.pids) == 1 and s._pool.pids != old
+        # A death is about the machine, not the sample: it is not cached, the next batch retries it.
+        assert ("5", "123456789^{123456789}", "answer") not in s._cache
+        assert ("5", "5", "answer") in s._cache
 
 
 def test_worker_address_space_is_capped():

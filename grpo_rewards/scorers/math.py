@@ -28,6 +28,8 @@ Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number
 MIN_CHUNK, MAX_CHUNK = 3, 64
 Key = tuple[str, str, str]  # (gold, answer, answer mode)
 Verdict = tuple[float | None, dict[str, Any]]
+# Verdicts about the machine rather than the sample: not cached, tried again next batch.
+_RETRY_REASONS = ("worker unavailable", "worker died")
 
 
 class MathAccuracyParams(BaseModel):
@@ -172,7 +174,7 @@ class MathAccuracy(Scorer):
             return
         with self._cache_lock:
             for key, verdict in verdicts.items():
-                if verdict[1].get("reason") != "worker unavailable":  # infrastructure: retry next time
+                if verdict[1].get("reason") not in _RETRY_REASONS:
                     self._cache[key] = verdict
                     self._cache.move_to_end(key)
             while len(self._cache) > self.params.cache_size:
@@ -191,7 +193,12 @@ class MathAccuracy(Scorer):
         verdicts: dict[Key, Verdict] = {}
         while keys:
             chunks = self._chunks(keys)
-            results = self._ensure_pool().map([tasks for tasks, _ in chunks], self.params.timeout_s)
+            try:
+                results = self._ensure_pool().map([tasks for tasks, _ in chunks], self.params.timeout_s)
+            except Exception as exc:  # noqa: BLE001 - e.g. no process can be started: None, never a crash
+                detail = f"{type(exc).__name__}: {exc}"
+                verdicts.update({k: (None, {"reason": "worker unavailable", "detail": detail}) for k in keys})
+                break
             keys = []  # pairs left unrun behind a killed worker go round again
             for (_, chunk_keys), chunk_results in zip(chunks, results, strict=True):
                 keys += _record(chunk_keys, chunk_results, verdicts)
