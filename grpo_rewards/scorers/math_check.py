@@ -14,17 +14,17 @@ from __future__ import annotations
 import cmath
 import logging
 import re
-from fractions import Fraction
 from collections import OrderedDict
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 from grpo_rewards.workers import SoftTimeout
 
 _GOLD_CACHE_SIZE = 1024
-# Math delimiters or a box: math-verify finds the expression itself. `\$` is a dollar sign.
-_INTEGER = re.compile(r"\s*-?\d{1,1000}\s*")
-_DELIMITED = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")
 _ANSWER_CACHE_SIZE = 4096
+_INTEGER = re.compile(r"\s*-?\d{1,1000}\s*")
+# Math delimiters or a box: math-verify finds the expression itself. `\$` is a dollar sign.
+_DELIMITED = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")
 
 
 class CheckOptions(NamedTuple):
