@@ -1,0 +1,213 @@
+"""grpo_core vs TRL's GRPOTrainer (pinned 1.16): seconds per optimizer step, time to first step, peak RSS.
+
+    python bench/vs_trl.py                      # both sizes, 12 timed steps each after 2 warm-up steps
+    python bench/vs_trl.py --sizes 2m --steps 6 --json outputs/bench_vs_trl.json
+
+For each size one model is built from a preset in grpo_core/tasks.py with the built-in `chars`
+tokenizer, saved once to a temp dir, and loaded by both trainers, each in its own subprocess
+(`--child`), on the same prompts (the built-in arithmetic task), the same reward spec (TRL gets it
+through `build(spec).as_trl()`), G, batch sizes, beta (a frozen reference in both), learning rate,
+temperature, loss type and steps, in float32 on the CPU. Both generate exactly
+`max_completion_length` tokens (`min_new_tokens`: EOS is suppressed until then), so they train on
+the same number of tokens; the measured mean completion lengths are reported to show it.
+
+Both run with the same number of torch threads (`--threads`, default 1: on a shared, busy machine
+two OpenMP threads spin against other processes and a step can take ten times longer).
+
+Each trainer runs `--repeat` times, alternating with the other, and its fastest run is kept.
+
+Step time is the wall time between consecutive optimizer-step ends (TRL: a callback's
+`on_step_end`; grpo_core: after `Trainer.train_step`), median over the steps after warm-up, so both
+include their per-step logging. Time to first step runs from the subprocess launch (interpreter
+start and imports included) to the end of step 1. Peak RSS is the subprocess's own `ru_maxrss`
+(reward worker processes, the same for both, are not included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = {"2m": 32, "20m": 64}  # model preset -> max_completion_length
+# Cheap text scorers on purpose: the bench measures the trainers, and math-verify on 32-64 random
+# characters costs seconds per batch (its timeouts), the same in both, which would only dilute the ratios.
+REWARDS = {"scorers": [
+    {"scorer": "regex_format", "name": "format", "weight": 1.0, "params": {"pattern": "[0-9]+", "mode": "full"}},
+    {"scorer": "length", "weight": 0.1, "params": {"unit": "chars", "mode": "target", "target": 1, "falloff": 4}},
+]}
+COMMON = {"num_generations": 8, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+          "beta": 0.04, "learning_rate": 1e-4, "temperature": 1.0, "loss_type": "dapo", "epsilon": 0.2,
+          "scale_rewards": "group", "seed": 0}
+
+
+# ---------------------------------------------------------------------------------------------
+# children: one training run each, results written as JSON
+
+
+def run_grpo_core(settings: dict, step_ends: list[float]) -> dict:
+    import torch
+
+    from grpo_core.config import validate_config
+    from grpo_core.trainer import Trainer
+
+    config = validate_config({
+        "model": {"name_or_path": settings["model_dir"]},
+        "data": {"path": settings["data_path"]},
+        "rewards": REWARDS, **COMMON,
+        "max_completion_length": settings["completion_length"], "max_steps": settings["total_steps"],
+        "lr_scheduler_type": "linear", "device": "cpu", "bf16": False, "output_dir": settings["output_dir"],
+        "overwrite_output_dir": True, "logging_steps": 1, "plot": False, "progress": False, "save_steps": 0,
+    })
+
+    class TimedTrainer(Trainer):
+        def train_step(self) -> dict:
+            stats = super().train_step()
+            step_ends.append(time.time())
+            return stats
+
+    trainer = TimedTrainer(config)
+    # grpo_core has no min_new_tokens option: an EOS id outside the vocabulary makes every completion run
+    # to max_completion_length, as TRL's min_new_tokens does (the lengths are checked by the parent)
+    trainer.eos_ids = torch.tensor([10**9], device=trainer.eos_ids.device)
+    trainer.train()
+    lengths = [json.loads(line).get("completion_length") for line in open(Path(settings["output_dir"]) / "metrics.jsonl")]
+    return {"completion_lengths": [x for x in lengths if x is not None]}
+
+
+def run_trl(settings: dict, step_ends: list[float]) -> dict:
+    import datasets
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_rewards import compose
+
+    class StepClock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            step_ends.append(time.time())
+
+    records = [json.loads(line) for line in open(settings["data_path"])]
+    reward_funcs, reward_weights = compose.build(REWARDS).as_trl()
+    length = settings["completion_length"]
+    args = GRPOConfig(
+        output_dir=settings["output_dir"], max_steps=settings["total_steps"], max_completion_length=length,
+        generation_kwargs={"min_new_tokens": length}, reward_weights=reward_weights, use_cpu=True, bf16=False,
+        gradient_checkpointing=False, logging_steps=1, report_to=[], save_strategy="no", lr_scheduler_type="linear",
+        disable_tqdm=True, **COMMON)
+    trainer = GRPOTrainer(model=settings["model_dir"], reward_funcs=reward_funcs, args=args,
+                          train_dataset=datasets.Dataset.from_list(records),
+                          processing_class=AutoTokenizer.from_pretrained(settings["model_dir"]),
+                          callbacks=[StepClock()])
+    trainer.train()
+    lengths = [e["completions/mean_length"] for e in trainer.state.log_history if "completions/mean_length" in e]
+    return {"completion_lengths": lengths}
+
+
+def child(which: str, settings_path: str) -> None:
+    import resource
+
+    settings = json.loads(Path(settings_path).read_text())
+    step_ends: list[float] = []
+    extra = (run_trl if which == "trl" else run_grpo_core)(settings, step_ends)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    result = {"step_ends": step_ends, "peak_rss_mib": peak_kib / 1024, **extra}
+    Path(settings["result_path"]).write_text(json.dumps(result))
+
+
+# ---------------------------------------------------------------------------------------------
+# parent: prepare weights and data once, run both, summarise
+
+
+def prepare(size: str, workdir: Path) -> tuple[Path, Path, int]:
+    """Save one model (seeded) and its tokenizer to workdir/model; the prompts to workdir/prompts.jsonl."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from grpo_core.tasks import arithmetic, chars_tokenizer, model_config
+
+    tokenizer = chars_tokenizer()
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(model_config(size, tokenizer))
+    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model_dir = workdir / "model"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    data_path = workdir / "prompts.jsonl"
+    records = arithmetic("train", 512, 0, operations=["+", "-"])
+    data_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return model_dir, data_path, sum(p.numel() for p in model.parameters())
+
+
+def run_child(which: str, settings: dict, workdir: Path) -> dict:
+    settings = {**settings, "output_dir": str(workdir / f"out-{which}"), "result_path": str(workdir / f"{which}.json")}
+    settings_path = workdir / f"{which}-settings.json"
+    settings_path.write_text(json.dumps(settings))
+    threads = str(settings["threads"])
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    launched = time.time()
+    proc = subprocess.run([sys.executable, __file__, "--child", which, str(settings_path)], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{which} run failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    result = json.loads(Path(settings["result_path"]).read_text())
+    ends = result.pop("step_ends")
+    intervals = [b - a for a, b in zip(ends, ends[1:])][settings["warmup_steps"] - 1:]
+    lengths = result.pop("completion_lengths")
+    return {"median_step_s": statistics.median(intervals), "first_step_s": ends[0] - launched,
+            "steps_timed": len(intervals), "mean_completion_length": statistics.fmean(lengths), **result}
+
+
+def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"bench-vs-trl-{size}-") as tmp:
+        workdir = Path(tmp)
+        model_dir, data_path, params = prepare(size, workdir)
+        settings = {"model_dir": str(model_dir), "data_path": str(data_path), "completion_length": SIZES[size],
+                    "total_steps": warmup + steps, "warmup_steps": warmup, "threads": threads}
+        runs: dict[str, list[dict]] = {"trl": [], "core": []}
+        for _ in range(repeats):  # alternate, so a burst of load from other processes hits both alike
+            for which in runs:
+                runs[which].append(run_child(which, settings, workdir))
+        trl, core = (min(runs[w], key=lambda r: r["median_step_s"]) for w in ("trl", "core"))
+    ratios = {"step_time_ratio": core["median_step_s"] / trl["median_step_s"],
+              "first_step_ratio": core["first_step_s"] / trl["first_step_s"],
+              "peak_rss_ratio": core["peak_rss_mib"] / trl["peak_rss_mib"]}
+    return {"size": size, "params": params, "threads": threads, "repeats": repeats, "completion_length": SIZES[size], "trl": trl, "grpo_core": core, **ratios}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="2m,20m", help="comma-separated model presets (2m, 20m)")
+    parser.add_argument("--steps", type=int, default=12, help="timed optimizer steps per run")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed optimizer steps first (at least 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads of each trainer")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each trainer (alternating); best median kept")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--child", nargs=2, metavar=("WHICH", "SETTINGS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(*args.child)
+    rows = [bench_size(size.strip(), args.steps, max(1, args.warmup), args.threads, max(1, args.repeat)) for size in args.sizes.split(",")]
+    print(f"{'size':>5} {'params':>8} {'len':>4} | {'trl s/step':>10} {'core s/step':>11} {'ratio':>6} | "
+          f"{'trl 1st':>7} {'core 1st':>8} | {'trl MiB':>7} {'core MiB':>8} {'ratio':>6}")
+    for r in rows:
+        t, c = r["trl"], r["grpo_core"]
+        print(f"{r['size']:>5} {r['params'] / 1e6:>7.2f}M {r['completion_length']:>4} | {t['median_step_s']:>10.3f} "
+              f"{c['median_step_s']:>11.3f} {r['step_time_ratio']:>6.2f} | {t['first_step_s']:>7.1f} "
+              f"{c['first_step_s']:>8.1f} | {t['peak_rss_mib']:>7.0f} {c['peak_rss_mib']:>8.0f} "
+              f"{r['peak_rss_ratio']:>6.2f}   (lengths trl {t['mean_completion_length']:.1f}, "
+              f"core {c['mean_completion_length']:.1f})")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(args.json).with_suffix(".tmp")
+        tmp.write_text(json.dumps({"rows": rows, "cpu_threads": os.cpu_count()}, indent=2))
+        tmp.replace(args.json)
+
+
+if __name__ == "__main__":
+    main()
