@@ -1,4 +1,6 @@
-"""`grpo-train CONFIG [--set key=value ...] [--resume]`.
+"""`grpo-train CONFIG [--set key=value ...] [--resume]`, and
+`grpo-train generate --model PATH_OR_ALIAS --data FILE --output completions.jsonl [--num-samples K]`
+(batched generation for evaluation with `grpo-rewards score`; see grpo_core/generate.py).
 
 Exit codes: 0 done; 2 bad config or input (every problem listed, no traceback);
 130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint (continue with --resume).
@@ -16,7 +18,9 @@ from grpo_rewards.errors import UserError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="grpo-train", description="Train a causal LM with GRPO.")
+    parser = argparse.ArgumentParser(
+        prog="grpo-train", description="Train a causal LM with GRPO.",
+        epilog="Evaluation: `grpo-train generate --help` writes completions for `grpo-rewards score`.")
     parser.add_argument("config", help="training config (YAML, TOML or JSON)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value, e.g. --set max_steps=10 --set model.dtype=bfloat16 "
@@ -27,6 +31,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["generate"]:  # a subcommand; a config file is never named exactly `generate`
+        from grpo_core.generate import main as generate_main
+
+        return generate_main(argv[1:])
     args = parse_args(argv)
     try:
         from grpo_core.config import load_config

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from grpo_core.lora import LoraSettings
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError
 from grpo_rewards.registry import Registry, get_registry, load_registry
 from grpo_rewards.spec import LineOf, RewardSpec, _pydantic_problems, read_structured_file, validate_spec
@@ -26,7 +29,9 @@ class _Section(BaseModel):
 
 
 class ModelConfig(_Section):
-    name_or_path: str | None = Field(None, description="Local Hugging Face model directory (or hub name when online).")
+    name_or_path: str | None = Field(
+        None, description="A local model directory, a `.gguf` file, a hub id (`owner/name`; needs the hub or its "
+        "local cache) or an alias such as `smollm2-135m-instruct` (offline copy; see grpo_core/hub.py).")
     config: dict[str, Any] | None = Field(
         None, description="HF config kwargs (with `model_type`) to build a model from scratch instead.")
     tokenizer: str | None = Field(
@@ -41,6 +46,27 @@ class ModelConfig(_Section):
             raise ValueError("give exactly one of `name_or_path` or `config`")
         if self.config is not None and self.tokenizer is None:
             raise ValueError("a model built from `config` needs a `tokenizer`")
+        return self
+
+
+class LoraConfig(LoraSettings):
+    """The `lora:` section: train a LoRA adapter (peft) instead of every weight.
+
+    The reference policy of the KL term is then the same model with the adapter disabled.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    save: Literal["merged", "adapter"] | None = Field(
+        None, description="Final model: `merged` (a plain checkpoint) or `adapter` (the adapter alone, a few MB; "
+        "needs the base to load). Default: `merge_on_save`.")
+
+    @model_validator(mode="after")
+    def _save_mode(self) -> LoraConfig:
+        if self.save is not None:
+            if "merge_on_save" in self.model_fields_set and self.merge_on_save != (self.save == "merged"):
+                raise ValueError("`save` and `merge_on_save` disagree; give one of them")
+            self.merge_on_save = self.save == "merged"
         return self
 
 
@@ -68,6 +94,7 @@ class DataConfig(_Section):
 class TrainConfig(_Section):
     model: ModelConfig
     data: DataConfig
+    lora: LoraConfig | None = Field(None, description="Train a LoRA adapter; absent: full fine-tuning.")
     rewards: RewardSpec = Field(description="The reward spec (inline, or a path to a spec file).")
     plugins: list[str] = Field(default_factory=list, description="Extra scorer plugin modules to import.")
     # GRPO
@@ -218,9 +245,35 @@ def _data_problems(data: DataConfig, base: Path, source: str | None, line_of: Li
     return problems
 
 
+def _model_source_problems(name: str, source: str | None, line_of: LineOf) -> list[Problem]:
+    """Names that can never resolve (no such directory or file, unknown alias), found without loading
+    or touching the network; an offline hub id is reported when the model is loaded."""
+    from grpo_core.hub import ALIASES, _looks_like_hub_id
+
+    path = Path(name).expanduser()
+    if path.is_dir() or name.lower() in ALIASES or (path.suffix == ".gguf" and path.is_file()):
+        return []
+    if path.suffix == ".gguf":
+        message = f"no such model file: {path}"
+    elif _looks_like_hub_id(name):
+        return []
+    elif os.sep in name or name.startswith((".", "~")):
+        message = f"no such model directory: {path}"
+    else:
+        message = f"unknown model {name!r}: not a directory, a hub id (owner/name) or an alias ({', '.join(ALIASES)})"
+    return [Problem("model.name_or_path", message, source, line_of(("model", "name_or_path")))]
+
+
+def _lora_problems(data: dict[str, Any], source: str | None, line_of: LineOf) -> list[Problem]:
+    if data.get("lora") is None or importlib.util.find_spec("peft") is not None:
+        return []
+    return [Problem("lora", "LoRA needs the `peft` package: pip install 'grpo-rewards[lora]'", source,
+                    line_of(("lora",)))]
+
+
 def _model_problems(model: ModelConfig, source: str | None, line_of: LineOf) -> list[Problem]:
     if model.config is None:
-        return []
+        return _model_source_problems(model.name_or_path, source, line_of)
     from transformers import AutoConfig
 
     kwargs = dict(model.config)
@@ -283,7 +336,7 @@ def validate_config(data: Any, source: str | None = None, line_of: LineOf | None
             if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
                 problems.append(p)
     data_section, section_problems = _section_problems(data, base, source, line_of)
-    problems += section_problems + _batch_problems(data, source, line_of)
+    problems += section_problems + _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
     if problems:
         raise ConfigError(problems, "training config")
     assert config is not None and spec is not None

@@ -3,7 +3,8 @@
 A record is a dict with a `prompt` (text or chat messages) and any reference fields
 (`answer`, `tests`, ...) that the scorers read. Sources, chosen by the config's `data` section:
 
-* `task: NAME` - a built-in task registered with `@register_task(NAME)` (see grpo_core/tasks.py);
+* `task: NAME` - a built-in task registered with `@register_task(NAME)` (see grpo_core/tasks.py;
+  `arith_words`, arithmetic word problems as chat messages for instruction-tuned models, is below);
 * `path: FILE` - JSON Lines (one record per line), or .json/.parquet/.csv through `datasets`;
 * `dataset: NAME_OR_DIR` - any Hugging Face `datasets` source readable offline (`split`, `dataset_config`).
 
@@ -21,12 +22,13 @@ from __future__ import annotations
 import importlib
 import json
 import random
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.errors import UnknownNameError, UserError
 
@@ -221,3 +223,71 @@ class PromptSampler:
     def load_state(self, state: dict[str, int]) -> None:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
         self._order = self._permutation()
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in task `arith_words`: arithmetic word problems for instruction-tuned chat models
+
+
+class ArithWordsParams(BaseModel):
+    """Options of the `arith_words` task (`data.options`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_operand: int = Field(20, ge=2, le=1000, description="Largest number appearing in a problem.")
+    operations: list[Literal["add", "sub", "mul"]] = Field(
+        default_factory=lambda: ["add", "sub"], min_length=1, description="Kinds of problems to generate.")
+    system_prompt: bool = Field(True, description="Put the format instruction in a system message (else in the user turn).")
+
+
+# Short on purpose: every prompt token is paid for in each forward of training.
+ARITH_WORDS_INSTRUCTION = "Reply as <think>short reasoning</think><answer>number</answer>, e.g. <think>5+3=8</think><answer>8</answer>"
+_NAMES = ["Ana", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Iris", "Jonas", "Kira", "Liam"]
+_ITEMS = ["apples", "marbles", "books", "stickers", "coins", "pencils", "cookies", "stamps", "shells", "cards"]
+# (operation, template, answer): templates name a person, an item and two numbers a, b.
+_TEMPLATES = {
+    "add": ["{n} has {a} {i}. {n} gets {b} more {i}. How many {i} does {n} have now?",
+            "A box holds {a} {i} and another box holds {b} {i}. How many {i} are there in total?"],
+    "sub": ["{n} has {a} {i} and gives away {b} of them. How many {i} does {n} have left?",
+            "There were {a} {i} on the table. {n} took {b}. How many {i} are still on the table?"],
+    "mul": ["{n} buys {a} bags with {b} {i} in each bag. How many {i} does {n} buy?",
+            "There are {a} rows of {i} with {b} {i} in each row. How many {i} are there?"],
+}
+
+
+def _word_problem(rng: random.Random, op: str, max_operand: int) -> tuple[str, int]:
+    a, b = rng.randint(1, max_operand), rng.randint(1, max_operand)
+    if op == "sub" and b > a:  # answers stay non-negative
+        a, b = b, a
+    if op == "mul":
+        a, b = rng.randint(2, min(max_operand, 12)), rng.randint(2, min(max_operand, 12))
+    text = rng.choice(_TEMPLATES[op]).format(n=rng.choice(_NAMES), i=rng.choice(_ITEMS), a=a, b=b)
+    return text, {"add": a + b, "sub": a - b, "mul": a * b}[op]
+
+
+@register_task("arith_words", params=ArithWordsParams)
+def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
+                operations: list[str] | None = None, system_prompt: bool = True) -> list[dict[str, Any]]:
+    """Word problems as chat messages, with the gold `answer`; deterministic for (split, seed).
+
+    Train and held-out problems are drawn from one fixed stream and split by a hash of the problem
+    text, so the two splits never share a problem, whatever `seed` and `size` are.
+    """
+    operations = operations or ["add", "sub"]
+    rng = random.Random(f"arith_words-{seed}-{split}")
+    want = size or (1000 if split == "train" else 100)
+    records, seen = [], set()
+    for _ in range(want * 50):
+        if len(records) == want:
+            break
+        text, answer = _word_problem(rng, rng.choice(operations), max_operand)
+        held_out = zlib.crc32(text.encode()) % 5 == 0  # a fixed fifth of all problems is eval-only
+        if text in seen or held_out != (split != "train"):
+            continue
+        seen.add(text)
+        if system_prompt:
+            prompt = [{"role": "system", "content": ARITH_WORDS_INSTRUCTION}, {"role": "user", "content": text}]
+        else:
+            prompt = [{"role": "user", "content": f"{ARITH_WORDS_INSTRUCTION}\n\n{text}"}]
+        records.append({"prompt": prompt, "answer": str(answer)})
+    return records

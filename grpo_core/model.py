@@ -1,4 +1,4 @@
-"""Devices, process groups, tokenizer and model loading, the frozen reference.
+"""Devices, process groups, tokenizer and model loading (local, hub, aliases; LoRA), the frozen reference.
 
 Device `auto` picks cuda > mps > cpu. Under torchrun (WORLD_SIZE > 1) each rank joins a process
 group (NCCL on CUDA, gloo otherwise) and uses cuda:LOCAL_RANK when on CUDA.
@@ -90,15 +90,27 @@ def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
     return tokenizer
 
 
-def build_model(model_cfg: Any, tokenizer: Any) -> torch.nn.Module:
-    """The policy, from a local/hub checkpoint or built from HF config kwargs (seeded by the caller)."""
+def model_source(model_cfg: Any) -> str | None:
+    """The local directory `model.name_or_path` names (alias, .gguf file or hub id resolved through
+    grpo_core.hub; a clear UserError when it is unavailable offline), or None for a config-built model."""
+    if model_cfg.name_or_path is None:
+        return None
+    from grpo_core.hub import resolve_model
+
+    return str(resolve_model(model_cfg.name_or_path))
+
+
+def build_model(model_cfg: Any, tokenizer: Any, source: str | None = None, lora: Any = None) -> torch.nn.Module:
+    """The policy, from a checkpoint directory (`source`, see `model_source`) or built from HF config
+    kwargs (seeded by the caller); wrapped in a LoRA adapter when `lora` settings are given."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     dtype = DTYPES[model_cfg.dtype]
     if model_cfg.name_or_path is not None:
+        source = source or model_source(model_cfg)
         try:
             model = AutoModelForCausalLM.from_pretrained(
-                model_cfg.name_or_path, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code)
+                source, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code)
         except OSError as exc:
             raise UserError(f"model.name_or_path: cannot load {model_cfg.name_or_path!r}: {exc}") from None
     else:
@@ -112,14 +124,21 @@ def build_model(model_cfg: Any, tokenizer: Any) -> torch.nn.Module:
     if model.get_input_embeddings().num_embeddings < len(tokenizer):
         raise UserError(f"the model's vocabulary ({model.get_input_embeddings().num_embeddings}) is smaller than "
                         f"the tokenizer's ({len(tokenizer)})")
+    if lora is not None:
+        from grpo_core.lora import apply_lora_settings
+
+        model = apply_lora_settings(model, lora)
     if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = False  # generate() still uses the cache; training forwards cannot
+        from grpo_core.lora import enable_gradient_checkpointing
+
+        # Also marks the embeddings' output as requiring grad when they are frozen (LoRA).
+        enable_gradient_checkpointing(model)  # generate() still uses a KV cache; training forwards do not
     return model
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """The reference policy: a frozen copy of the initial weights (only built when beta > 0)."""
+    """The reference policy of full fine-tuning: a frozen copy of the initial weights (only when beta > 0;
+    with LoRA the reference is the policy itself with its adapter disabled, see grpo_core.lora)."""
     ref = copy.deepcopy(model).eval()
     ref.requires_grad_(False)
     return ref

@@ -26,7 +26,7 @@ from grpo_core.config import TrainConfig, scorer_registry
 from grpo_core.data import PromptSampler, load_splits
 from grpo_core.loss import CompletionLogprobs, group_advantages, grpo_loss, nanstd
 from grpo_core.metrics import METRICS_FILE, PLOT_FILE, MetricsLog, average, plot_metrics, truncate_after
-from grpo_core.model import build_model, frozen_copy, load_tokenizer, setup_runtime
+from grpo_core.model import build_model, frozen_copy, load_tokenizer, model_source, setup_runtime
 from grpo_core.rollout import Rollout, decode_completions, encode_prompts, generate, generation_config, left_pad
 from grpo_rewards.compose import build
 from grpo_rewards.errors import UserError
@@ -45,7 +45,8 @@ class Trainer:
         self.rt = setup_runtime(cfg.device, cfg.bf16, cfg.torch_threads)
         self.out = Path(cfg.output_dir)
         seed_everything(cfg.seed)  # the same initial weights on every rank
-        self.tokenizer = load_tokenizer(cfg.model.tokenizer or cfg.model.name_or_path, cfg.model.trust_remote_code)
+        self.source = model_source(cfg.model)  # the local directory of an alias / hub id / path
+        self.tokenizer = load_tokenizer(cfg.model.tokenizer or self.source, cfg.model.trust_remote_code)
         train, evals = load_splits(cfg.data, cfg.seed)
         self.train_records, self.eval_records = train, evals
         self.train_ids = encode_prompts([r["prompt"] for r in train], self.tokenizer, cfg.max_prompt_length)
@@ -53,7 +54,7 @@ class Trainer:
         if not all(self.train_ids) or not all(self.eval_ids):
             raise UserError("a prompt encodes to zero tokens: the model needs at least one token to continue")
         self._build_models()
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=cfg.learning_rate,
+        self.optimizer = torch.optim.AdamW(self.trainable, lr=cfg.learning_rate,
                                            betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
         self.sampler = PromptSampler(len(train), cfg.generation_batch_size // cfg.num_generations,
                                      self.rt.world_size, self.rt.rank, cfg.seed, cfg.data.shuffle)
@@ -74,17 +75,22 @@ class Trainer:
         self.saved_step: int | None = None
 
     def _build_models(self) -> None:
-        """The policy, its log-prob module (DDP-wrapped under torchrun) and, when beta > 0, the reference."""
+        """The policy, its log-prob module (DDP-wrapped under torchrun) and, when beta > 0, the reference:
+        a frozen copy for full fine-tuning; with LoRA the policy itself, adapter disabled (no second copy)."""
         cfg = self.cfg
-        self.policy = build_model(cfg.model, self.tokenizer).to(self.rt.device)
+        self.policy = build_model(cfg.model, self.tokenizer, self.source, cfg.lora).to(self.rt.device)
         if cfg.disable_dropout:
             for module in self.policy.modules():
                 if isinstance(module, torch.nn.Dropout):
                     module.p = 0.0
         self.policy.train()
+        self.lora = cfg.lora is not None
+        # The LM with its LoRA layers injected (peft's wrapper forwards to it); the policy itself without LoRA.
+        self.lm = self.policy.get_base_model() if self.lora else self.policy
+        self.trainable = [p for p in self.policy.parameters() if p.requires_grad]
         self.ref = CompletionLogprobs(frozen_copy(self.policy), cfg.temperature, cfg.logprob_chunk_mib) \
-            if cfg.beta != 0.0 else None  # never loaded when beta == 0
-        self.logprobs = CompletionLogprobs(self.policy, cfg.temperature, cfg.logprob_chunk_mib)
+            if cfg.beta != 0.0 and not self.lora else None  # never loaded when beta == 0
+        self.logprobs = CompletionLogprobs(self.lm, cfg.temperature, cfg.logprob_chunk_mib)
         self.model: torch.nn.Module = self.logprobs
         if self.rt.world_size > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -156,7 +162,7 @@ class Trainer:
             ended = torch.isin(completion_ids, self.eos_ids).any(-1)
             completion_mask = completion_mask * ended[:, None]
         rollout = Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, advantages)
-        rollout.ref_logps = self.score_logprobs(self.ref, rollout) if self.ref is not None else None
+        rollout.ref_logps = self.reference_logprobs(rollout)
         if cfg.num_iterations > 1:  # with one update per batch, old = logp.detach() (never recomputed)
             rollout.old_logps = self.score_logprobs(self.logprobs, rollout)
         self.dapo_tokens = float(self.all_sum(completion_mask.sum().float())) / self.rt.world_size
@@ -165,6 +171,17 @@ class Trainer:
                  "frac_reward_zero_std": zero_std.float().mean(), "tokens": everyone[:, -2:].sum()}
         stats |= {f"reward/{a}": everyone[:, 1 + i].nanmean() for i, a in enumerate(self.reward.aliases)}
         return rollout, dict(zip(stats, torch.stack(list(stats.values())).tolist()))
+
+    def reference_logprobs(self, rollout: Rollout) -> torch.Tensor | None:
+        """Log-probs (B, C) under the reference policy; None when beta == 0."""
+        if self.cfg.beta == 0.0:
+            return None
+        if not self.lora:
+            return self.score_logprobs(self.ref, rollout)
+        from grpo_core.lora import reference_mode
+
+        with reference_mode(self.logprobs) as base:  # the same weights, adapter switched off
+            return self.score_logprobs(base, rollout)
 
     @torch.no_grad()
     def score_logprobs(self, module: CompletionLogprobs, rollout: Rollout) -> torch.Tensor:
@@ -207,7 +224,7 @@ class Trainer:
             mean_entropy = (entropy.detach() * mask).sum() / mask.sum().clamp(min=1)
             totals += torch.stack([loss.detach(), st["kl"], st["clip_ratio"], mean_entropy]).float() * weights
         grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.policy.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
+            self.trainable, cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
@@ -254,11 +271,17 @@ class Trainer:
         rank_state = {"rollout": self.rollout.state() if pending else None,
                       "rollout_stats": self.rollout_stats, "dapo_tokens": getattr(self, "dapo_tokens", 1.0)}
         self.saved_step = self.step
-        return ckpt.save_checkpoint(self.out, self.step, self.policy, self.tokenizer, state, rank_state,
+        return ckpt.save_checkpoint(self.out, self.step, self.lm, self.tokenizer, state, rank_state,
                                     self.rt.rank, self.rt.world_size, self.cfg.save_total_limit)
 
+    def save_final(self, directory: Path) -> Path:
+        """The trained model and tokenizer, atomically; with LoRA merged or the adapter alone (`lora.save`)."""
+        from grpo_core.lora import save_model
+
+        return save_model(self.policy, self.tokenizer, directory, merged=not self.lora or self.cfg.lora.merge_on_save)
+
     def restore(self, directory: Path) -> None:
-        state, rank_state = ckpt.load_checkpoint(directory, self.policy, self.rt.rank)
+        state, rank_state = ckpt.load_checkpoint(directory, self.lm, self.rt.rank)
         if state["world_size"] != self.rt.world_size:
             raise UserError(f"{directory} was written by {state['world_size']} ranks; resume with as many")
         self.step, self.iteration = state["step"], state["iteration"]
@@ -376,14 +399,7 @@ class Trainer:
                                    "output_dir": str(self.out), "eval": self.last_eval,
                                    "interrupted": signal.Signals(self.stop_signal).name if self.stop_signal else None}
         if self.rt.is_main and self.stop_signal is None:
-            final = self.out / "final"
-            tmp = self.out / ".tmp-final"
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.policy.save_pretrained(tmp)
-            self.tokenizer.save_pretrained(tmp)
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)
-            summary["final_model"] = str(final)
+            summary["final_model"] = str(self.save_final(self.out / "final"))
             if self.cfg.plot:
                 summary["plot"] = str(plot_metrics(self.out / METRICS_FILE, self.out / PLOT_FILE))
         summary["metrics_file"] = str(self.out / METRICS_FILE)
