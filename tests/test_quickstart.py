@@ -86,7 +86,7 @@ def test_shortened_quickstart_run_raises_the_reward(tmp_path: Path) -> None:
     summary = train(config)
     rows = [json.loads(line) for line in open(summary["metrics_file"])]
     rewards = [r["reward"] for r in rows if "reward" in r]
-    assert len(rewards) == 3 and rewards[-1] > rewards[0] + 0.08, rewards  # seeded: 0.10 -> 0.21
+    assert len(rewards) == 3 and rewards[-1] > rewards[0] + 0.08, rewards  # seeded: 0.16 -> 0.32
     evals = [r for r in rows if "eval/correct" in r]
     assert [r["step"] for r in evals] == [0, 60]
     assert evals[0]["eval/correct"] <= 0.3
