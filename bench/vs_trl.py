@@ -14,7 +14,9 @@ the same number of tokens; the measured mean completion lengths are reported to 
 Both run with the same number of torch threads (`--threads`, default 1: on a shared, busy machine
 two OpenMP threads spin against other processes and a step can take ten times longer).
 
-Each trainer runs `--repeat` times, alternating with the other, and its fastest run is kept.
+Each trainer runs `--repeat` times, alternating with the other, and its run with the lowest
+CPU time per step is kept. CPU seconds per step (the process's own, one thread) are what other
+processes' load distorts least; wall seconds include waiting for a shared CPU.
 
 Step time is the wall time between consecutive optimizer-step ends (TRL: a callback's
 `on_step_end`; grpo_core: after `Trainer.train_step`), median over the steps after warm-up, so both
@@ -51,7 +53,7 @@ COMMON = {"num_generations": 8, "per_device_train_batch_size": 8, "gradient_accu
 # children: one training run each, results written as JSON
 
 
-def run_grpo_core(settings: dict, step_ends: list[float]) -> dict:
+def run_grpo_core(settings: dict, step_ends: list[tuple[float, float]]) -> dict:
     import torch
 
     from grpo_core.config import validate_config
@@ -69,7 +71,7 @@ def run_grpo_core(settings: dict, step_ends: list[float]) -> dict:
     class TimedTrainer(Trainer):
         def train_step(self) -> dict:
             stats = super().train_step()
-            step_ends.append(time.time())
+            step_ends.append((time.time(), time.process_time()))
             return stats
 
     trainer = TimedTrainer(config)
@@ -81,7 +83,7 @@ def run_grpo_core(settings: dict, step_ends: list[float]) -> dict:
     return {"completion_lengths": [x for x in lengths if x is not None]}
 
 
-def run_trl(settings: dict, step_ends: list[float]) -> dict:
+def run_trl(settings: dict, step_ends: list[tuple[float, float]]) -> dict:
     import datasets
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -90,7 +92,7 @@ def run_trl(settings: dict, step_ends: list[float]) -> dict:
 
     class StepClock(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            step_ends.append(time.time())
+            step_ends.append((time.time(), time.process_time()))
 
     records = [json.loads(line) for line in open(settings["data_path"])]
     reward_funcs, reward_weights = compose.build(REWARDS).as_trl()
@@ -113,7 +115,7 @@ def child(which: str, settings_path: str) -> None:
     import resource
 
     settings = json.loads(Path(settings_path).read_text())
-    step_ends: list[float] = []
+    step_ends: list[tuple[float, float]] = []  # (wall, process CPU) at each optimizer step's end
     extra = (run_trl if which == "trl" else run_grpo_core)(settings, step_ends)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     result = {"step_ends": step_ends, "peak_rss_mib": peak_kib / 1024, **extra}
@@ -157,10 +159,12 @@ def run_child(which: str, settings: dict, workdir: Path) -> dict:
         raise SystemExit(f"{which} run failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     result = json.loads(Path(settings["result_path"]).read_text())
     ends = result.pop("step_ends")
-    intervals = [b - a for a, b in zip(ends, ends[1:])][settings["warmup_steps"] - 1:]
+    skip = settings["warmup_steps"] - 1
+    wall = [b[0] - a[0] for a, b in zip(ends, ends[1:])][skip:]
+    cpu = [b[1] - a[1] for a, b in zip(ends, ends[1:])][skip:]
     lengths = result.pop("completion_lengths")
-    return {"median_step_s": statistics.median(intervals), "first_step_s": ends[0] - launched,
-            "steps_timed": len(intervals), "mean_completion_length": statistics.fmean(lengths), **result}
+    return {"median_step_s": statistics.median(wall), "median_step_cpu_s": statistics.median(cpu),
+            "first_step_s": ends[0][0] - launched, "steps_timed": len(wall), "mean_completion_length": statistics.fmean(lengths), **result}
 
 
 def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -> dict:
@@ -173,8 +177,9 @@ def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -
         for _ in range(repeats):  # alternate, so a burst of load from other processes hits both alike
             for which in runs:
                 runs[which].append(run_child(which, settings, workdir))
-        trl, core = (min(runs[w], key=lambda r: r["median_step_s"]) for w in ("trl", "core"))
+        trl, core = (min(runs[w], key=lambda r: r["median_step_cpu_s"]) for w in ("trl", "core"))
     ratios = {"step_time_ratio": core["median_step_s"] / trl["median_step_s"],
+              "step_cpu_ratio": core["median_step_cpu_s"] / trl["median_step_cpu_s"],
               "first_step_ratio": core["first_step_s"] / trl["first_step_s"],
               "peak_rss_ratio": core["peak_rss_mib"] / trl["peak_rss_mib"]}
     return {"size": size, "params": params, "threads": threads, "repeats": repeats, "completion_length": SIZES[size], "trl": trl, "grpo_core": core, **ratios}
@@ -193,11 +198,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         return child(*args.child)
     rows = [bench_size(size.strip(), args.steps, max(1, args.warmup), args.threads, max(1, args.repeat)) for size in args.sizes.split(",")]
-    print(f"{'size':>5} {'params':>8} {'len':>4} | {'trl s/step':>10} {'core s/step':>11} {'ratio':>6} | "
+    print(f"{'size':>5} {'params':>8} {'len':>4} | {'trl cpu/step':>12} {'core cpu/step':>13} {'ratio':>6} | "
+          f"{'trl s/step':>10} {'core s/step':>11} {'ratio':>6} | "
           f"{'trl 1st':>7} {'core 1st':>8} | {'trl MiB':>7} {'core MiB':>8} {'ratio':>6}")
     for r in rows:
         t, c = r["trl"], r["grpo_core"]
-        print(f"{r['size']:>5} {r['params'] / 1e6:>7.2f}M {r['completion_length']:>4} | {t['median_step_s']:>10.3f} "
+        print(f"{r['size']:>5} {r['params'] / 1e6:>7.2f}M {r['completion_length']:>4} | {t['median_step_cpu_s']:>12.3f} "
+              f"{c['median_step_cpu_s']:>13.3f} {r['step_cpu_ratio']:>6.2f} | {t['median_step_s']:>10.3f} "
               f"{c['median_step_s']:>11.3f} {r['step_time_ratio']:>6.2f} | {t['first_step_s']:>7.1f} "
               f"{c['first_step_s']:>8.1f} | {t['peak_rss_mib']:>7.0f} {c['peak_rss_mib']:>8.0f} "
               f"{r['peak_rss_ratio']:>6.2f}   (lengths trl {t['mean_completion_length']:.1f}, "
