@@ -164,7 +164,8 @@ def run_child(which: str, settings: dict, workdir: Path) -> dict:
     cpu = [b[1] - a[1] for a, b in zip(ends, ends[1:])][skip:]
     lengths = result.pop("completion_lengths")
     return {"median_step_s": statistics.median(wall), "median_step_cpu_s": statistics.median(cpu),
-            "first_step_s": ends[0][0] - launched, "steps_timed": len(wall), "mean_completion_length": statistics.fmean(lengths), **result}
+            "first_step_s": ends[0][0] - launched, "steps_timed": len(wall),
+            "mean_completion_length": statistics.fmean(lengths), **result}
 
 
 def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -> dict:
@@ -182,7 +183,8 @@ def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -
               "step_cpu_ratio": core["median_step_cpu_s"] / trl["median_step_cpu_s"],
               "first_step_ratio": core["first_step_s"] / trl["first_step_s"],
               "peak_rss_ratio": core["peak_rss_mib"] / trl["peak_rss_mib"]}
-    return {"size": size, "params": params, "threads": threads, "repeats": repeats, "completion_length": SIZES[size], "trl": trl, "grpo_core": core, **ratios}
+    return {"size": size, "params": params, "threads": threads, "repeats": repeats,
+            "completion_length": SIZES[size], "trl": trl, "grpo_core": core, **ratios}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -191,13 +193,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=12, help="timed optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=2, help="untimed optimizer steps first (at least 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads of each trainer")
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each trainer (alternating); best median kept")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each trainer (alternating); lowest-CPU run kept")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", nargs=2, metavar=("WHICH", "SETTINGS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(*args.child)
-    rows = [bench_size(size.strip(), args.steps, max(1, args.warmup), args.threads, max(1, args.repeat)) for size in args.sizes.split(",")]
+    rows = [bench_size(size.strip(), args.steps, max(1, args.warmup), args.threads, max(1, args.repeat))
+            for size in args.sizes.split(",")]
     print(f"{'size':>5} {'params':>8} {'len':>4} | {'trl cpu/step':>12} {'core cpu/step':>13} {'ratio':>6} | "
           f"{'trl s/step':>10} {'core s/step':>11} {'ratio':>6} | "
           f"{'trl 1st':>7} {'core 1st':>8} | {'trl MiB':>7} {'core MiB':>8} {'ratio':>6}")
