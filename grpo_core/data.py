@@ -238,10 +238,16 @@ class ArithWordsParams(BaseModel):
     operations: list[Literal["add", "sub", "mul"]] = Field(
         default_factory=lambda: ["add", "sub"], min_length=1, description="Kinds of problems to generate.")
     system_prompt: bool = Field(True, description="Put the format instruction in a system message (else in the user turn).")
+    shots: int = Field(2, ge=0, le=2, description="Worked examples given as earlier chat turns (few-shot); "
+                       "a 135M model rarely follows the format without them.")
 
 
 # Short on purpose: every prompt token is paid for in each forward of training.
 ARITH_WORDS_INSTRUCTION = "Reply as <think>short reasoning</think><answer>number</answer>, e.g. <think>5+3=8</think><answer>8</answer>"
+# Few-shot turns: hand-written problems in the format asked for (their texts differ from generated ones).
+_SHOTS = [("Mia has 5 shells. Mia gets 3 more shells. How many shells does Mia have now?", "<think>5 + 3 = 8</think><answer>8</answer>"),
+          ("There were 9 coins on the table. Leo took 4. How many coins are still on the table?",
+           "<think>9 - 4 = 5</think><answer>5</answer>")]
 _NAMES = ["Ana", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Iris", "Jonas", "Kira", "Liam"]
 _ITEMS = ["apples", "marbles", "books", "stickers", "coins", "pencils", "cookies", "stamps", "shells", "cards"]
 # (operation, template, answer): templates name a person, an item and two numbers a, b.
@@ -267,7 +273,7 @@ def _word_problem(rng: random.Random, op: str, max_operand: int) -> tuple[str, i
 
 @register_task("arith_words", params=ArithWordsParams)
 def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
-                operations: list[str] | None = None, system_prompt: bool = True) -> list[dict[str, Any]]:
+                operations: list[str] | None = None, system_prompt: bool = True, shots: int = 2) -> list[dict[str, Any]]:
     """Word problems as chat messages, with the gold `answer`; deterministic for (split, seed).
 
     Train and held-out problems are drawn from one fixed stream and split by a hash of the problem
@@ -285,9 +291,17 @@ def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
         if text in seen or held_out != (split != "train"):
             continue
         seen.add(text)
-        if system_prompt:
-            prompt = [{"role": "system", "content": ARITH_WORDS_INSTRUCTION}, {"role": "user", "content": text}]
-        else:
-            prompt = [{"role": "user", "content": f"{ARITH_WORDS_INSTRUCTION}\n\n{text}"}]
-        records.append({"prompt": prompt, "answer": str(answer)})
+        records.append({"prompt": _arith_words_messages(text, system_prompt, shots), "answer": str(answer)})
     return records
+
+
+def _arith_words_messages(text: str, system_prompt: bool, shots: int) -> list[dict[str, str]]:
+    turns = [(q, a) for q, a in _SHOTS[:shots]] + [(text, None)]
+    if not system_prompt:  # the instruction opens the first user turn instead
+        turns[0] = (f"{ARITH_WORDS_INSTRUCTION}\n\n{turns[0][0]}", turns[0][1])
+    messages = [{"role": "system", "content": ARITH_WORDS_INSTRUCTION}] if system_prompt else []
+    for question, reply in turns:
+        messages.append({"role": "user", "content": question})
+        if reply is not None:
+            messages.append({"role": "assistant", "content": reply})
+    return messages

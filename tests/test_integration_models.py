@@ -169,10 +169,15 @@ def test_arith_words_is_deterministic_held_out_and_scoreable():
     question = lambda r: r["prompt"][-1]["content"]  # noqa: E731
     assert not {question(r) for r in train} & {question(r) for r in held}
     assert all(r["prompt"][0]["role"] == "system" and "<answer>" in r["prompt"][0]["content"] for r in train)
+    assert [m["role"] for m in train[0]["prompt"]] == ["system", "user", "assistant", "user", "assistant", "user"]
+    plain = task.build("train", 3, 1, system_prompt=False, shots=0)
+    assert [m["role"] for m in plain[0]["prompt"]] == ["user"] and "<answer>" in plain[0]["prompt"][0]["content"]
     reward = build(load_spec(REWARDS))
     good = [Sample(r["prompt"], [{"role": "assistant", "content": f"<think>work</think><answer>{r['answer']}</answer>"}],
                    {"answer": r["answer"]}) for r in held[:5]]
     wrong = [Sample(s.prompt, "The answer is 1000.", s.reference) for s in good]
+    shot = train[0]["prompt"][2]["content"]  # the worked examples follow the format they ask for
+    assert reward.score([Sample(good[0].prompt, shot, {"answer": "8"})]).totals == [2.0]
     try:
         assert reward.score(good).totals == [2.0] * 5 and reward.score(wrong).totals == [0.0] * 5
     finally:
