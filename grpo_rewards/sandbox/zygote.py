@@ -106,14 +106,27 @@ class Zygote:
 
     def _private_tmp(self) -> None:
         """Empty size-capped tmpfs over /tmp, /var/tmp and /dev/shm (in our mount namespace only):
-        scratch space is bounded, and what the host keeps there is neither seen nor touched."""
-        if any(p == d or p.startswith(d + "/") for p in self.read_paths for d in runner.TMP_DIRS):
-            raise OSError(errno.EBUSY, "the Python installation lies under a temp dir")
-        for path in runner.TMP_DIRS:
-            if os.path.isdir(path):
-                mode = "0711" if path == "/tmp" else "1777"
-                layers.mount("tmpfs", path, "tmpfs", layers.MS_NOSUID | layers.MS_NODEV,
-                             f"size={self.scratch_mb if path == '/tmp' else 16}m,mode={mode}")
+        scratch space is bounded, and what the host keeps there is neither seen nor touched.
+
+        A Python installation under a temp dir (a clone or venv in /tmp) is bound back read-only:
+        each such directory is opened before the tmpfs covers it and re-mounted from that fd."""
+        under_tmp = [p for p in self.read_paths if os.path.isdir(p)
+                     and any(p == d or p.startswith(d + "/") for d in runner.TMP_DIRS)]
+        outermost = [p for p in under_tmp if not any(p.startswith(q + "/") for q in under_tmp)]
+        kept = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in outermost]
+        try:
+            for path in runner.TMP_DIRS:
+                if os.path.isdir(path):
+                    mode = "0711" if path == "/tmp" else "1777"
+                    layers.mount("tmpfs", path, "tmpfs", layers.MS_NOSUID | layers.MS_NODEV,
+                                 f"size={self.scratch_mb if path == '/tmp' else 16}m,mode={mode}")
+            for path, fd in kept:
+                os.makedirs(path, mode=0o755, exist_ok=True)
+                layers.mount(f"/proc/self/fd/{fd}", path, None, layers.MS_BIND | layers.MS_REC)
+                layers.mount(None, path, None, layers.MS_BIND | layers.MS_REMOUNT | layers.MS_RDONLY)
+        finally:
+            for _, fd in kept:
+                os.close(fd)
 
     def _user_namespace(self) -> None:
         uid, gid = os.getuid(), os.getgid()
