@@ -305,3 +305,12 @@ def test_json_schema_per_sample_schema_and_errors():
     formats = JsonSchema(json_schema={"type": "string", "format": "email"}, check_formats=True)
     assert one(formats, '"not an email"').value == 0.0
     assert one(JsonSchema(json_schema={"type": "string", "format": "email"}), '"not an email"').value == 1.0
+
+
+def test_json_schema_unresolvable_ref_is_unscorable_not_an_error():
+    # Found by the fuzz test: jsonschema raises on a `$ref` to nowhere while validating.
+    reward = build({"scorers": [{"scorer": "json_schema", "params": {"json_schema": {"$ref": "#/nope"}}}]})
+    batch = reward.score([Sample(completion='{"a": 1}')])
+    assert batch.errors["json_schema"] == 0
+    score = batch.scores["json_schema"][0]
+    assert score.value is None and "unresolvable reference" in score.info["reason"]

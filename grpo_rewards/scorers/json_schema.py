@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from jsonschema import exceptions as js_exceptions
 from jsonschema import validators
+from referencing.exceptions import Unresolvable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from grpo_rewards.extract import after_think, fenced_code, tag_block
@@ -140,6 +141,8 @@ class JsonSchema(Scorer):
             errors = list(itertools.islice(validator.iter_errors(document), 20))
         except RecursionError:
             return Score.unscorable("document too deeply nested to validate", **info)
+        except Unresolvable as exc:  # a `$ref` to nowhere: the schema's fault, not the completion's
+            return Score.unscorable(f"invalid JSON Schema: unresolvable reference: {exc}"[:300], **info)
         if errors:
             best = js_exceptions.best_match(errors)
             where_in = "/".join(str(p) for p in best.absolute_path) or "(root)"
