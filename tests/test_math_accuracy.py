@@ -63,6 +63,10 @@ def test_unparseable_or_missing_gold_is_none_with_reason(scorer):
     assert missing.value is None and "reference.answer" in missing.info["reason"]
     assert one(scorer, "\\boxed{3}", None).value is None
     assert one(scorer, "\\boxed{3}", "   ").value is None
+    # Prose wrapped in \boxed{} would parse as a product of symbols and score every answer 0.
+    prose = one(scorer, "\\boxed{3}", "see the solutions manual")
+    assert prose.value is None and "prose" in prose.info["detail"]
+    assert one(scorer, "\\boxed{\\text{odd}}", "\\text{odd}").value == 1.0
 
 
 def test_no_extractable_answer_is_zero_with_reason(scorer):

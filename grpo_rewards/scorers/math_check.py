@@ -91,6 +91,16 @@ def _parse_answer(text: str, opts: CheckOptions, is_gold: bool) -> list[Any]:
     return []
 
 
+# Three or more plain words and no digit: a remark ("see the solutions manual"), not an answer.
+# Shorter texts ("odd", "no solution") and words inside \text{...} stay legitimate golds.
+_PROSE = re.compile(r"(?<![\\\w])[A-Za-z]{2,}(?:[ ,;:]+[A-Za-z]{2,}){2,}(?![\w])")
+_TEXT_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}")
+
+
+def _looks_like_prose(gold: str) -> bool:
+    return not any(c.isdigit() for c in gold) and _PROSE.search(_TEXT_COMMAND.sub(" ", gold)) is not None
+
+
 class _Lru(OrderedDict):
     def __init__(self, size: int) -> None:
         super().__init__()
@@ -114,6 +124,11 @@ def _gold(gold: str, opts: CheckOptions) -> list[Any] | str:
     key = (gold, opts.match_types, opts.gold_mode)
     if key in _golds:
         _golds.move_to_end(key)
+        return _golds[key]
+    if opts.gold_mode != "raw" and not _DELIMITED.search(gold) and _looks_like_prose(gold):
+        # Wrapped in \boxed{}, prose parses as a product of one-letter symbols, and every
+        # answer would be scored 0 against "see the solutions manual".
+        _golds.put(key, "the gold answer is prose, not a math expression")
         return _golds[key]
     try:
         parsed = _parse_answer(gold, opts, is_gold=True)
