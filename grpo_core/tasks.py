@@ -7,6 +7,8 @@ They make a run that needs nothing downloaded and learns in minutes on a laptop 
   operations whose answer has at most `max_answer_digits` digits is enumerated, then split once
   into train and held-out problems by `split_seed` (so train and eval never share a problem,
   whatever the run's seed). The training split repeats its problems to `data.train_size`.
+* task `majority` (the quickstart's): prompts like `73777=` with the gold `answer` ("7"), the digit filling
+  most places of the string; a fixed random set of strings is held out, so eval shows the rule was found.
 * tokenizer `builtin:chars`: one token per character of a small alphabet (digits, operators,
   letters, a few punctuation marks), `<eos>` separate from `<pad>`. A `PreTrainedTokenizerFast`,
   so `save_pretrained` writes a directory that `AutoTokenizer` (and so TRL) loads back.
@@ -145,3 +147,44 @@ def arithmetic(split: str, size: int | None, seed: int, **options: Any) -> list[
         rng.shuffle(train)
         out.extend(record(*p) for p in train)
     return out[:size or len(train)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Task: the majority digit of a digit string
+
+
+class MajorityParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    length: int = Field(5, ge=3, le=9, description="Digits per prompt string (odd lengths give a clear majority).")
+    eval_count: int = Field(500, ge=1, le=5000, description="Strings held out for evaluation, never trained on.")
+    split_seed: int = Field(0, description="Seed of the fixed train/held-out partition of the strings.")
+
+
+def majority_strings(params: MajorityParams) -> list[str]:
+    """Every digit string of `params.length` in which one digit fills more than half the places."""
+    need = params.length // 2 + 1
+    out = []
+    for digits in itertools.product("0123456789", repeat=params.length):
+        if max(digits.count(d) for d in set(digits)) >= need:
+            out.append("".join(digits))
+    return out
+
+
+def majority_record(digits: str) -> dict[str, Any]:
+    return {"prompt": f"{digits}=", "answer": max(set(digits), key=digits.count)}
+
+
+@register_task("majority", params=MajorityParams)
+def majority(split: str, size: int | None, seed: int, **options: Any) -> list[dict[str, Any]]:
+    """`73777=` -> `7`. Held-out strings are a fixed random subset (by `split_seed`), so eval measures the rule
+    (an order-free count a near position-free model can find), not memorised prompts."""
+    params = MajorityParams(**options)
+    every = majority_strings(params)
+    random.Random(params.split_seed).shuffle(every)
+    held, train = every[:params.eval_count], every[params.eval_count:]
+    if split != "train":
+        return [majority_record(s) for s in held[:size or None]]
+    rng = random.Random(seed)
+    picks = train if size is None else [rng.choice(train) for _ in range(size)]
+    return [majority_record(s) for s in picks]

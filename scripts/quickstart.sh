@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: score the bundled example completions.
+# The main job: GRPO from scratch on the CPU (examples/quickstart.yaml); outputs in outputs/quickstart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/grpo-rewards score --spec examples/rewards.yaml --input examples/completions.jsonl \
-  --output outputs/example_scores.jsonl "$@"
+exec .venv/bin/grpo-train examples/quickstart.yaml "$@"
