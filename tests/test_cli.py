@@ -259,7 +259,7 @@ def test_sandbox_check_runs_the_sandbox_modules_main(capsys):
 
 @pytest.mark.timeout(300)
 def test_bundled_examples_score_as_their_notes_say(tmp_path, capsys):
-    """The quickstart's job: examples/rewards.yaml on examples/completions.jsonl (built-in scorers)."""
+    """The bundled example spec on the bundled completions (built-in scorers)."""
     from reward_helpers import REPO
 
     out = tmp_path / "scores.jsonl"
