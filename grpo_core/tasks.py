@@ -34,17 +34,23 @@ ALPHABET = list("0123456789+-*=() ")
 SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 
 
-@register_tokenizer("chars")
-def chars_tokenizer() -> Any:
-    """A character-level tokenizer over `ALPHABET` (unknown characters become `<unk>`)."""
+def char_level_tokenizer(alphabet: list[str], specials: list[str] = SPECIAL_TOKENS) -> Any:
+    """One token per character of `alphabet` after `specials` (`<pad>`, `<eos>`, `<unk>`), as a
+    PreTrainedTokenizerFast, so it saves to a directory and loads back with AutoTokenizer (TRL too)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + ALPHABET)}
+    vocab = {token: i for i, token in enumerate(specials + alphabet)}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # every character its own token
     core.decoder = decoders.Fuse()  # join characters back without spaces between them
     return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+@register_tokenizer("chars")
+def chars_tokenizer() -> Any:
+    """A character-level tokenizer over `ALPHABET` (unknown characters become `<unk>`)."""
+    return char_level_tokenizer(ALPHABET)
 
 
 # ---------------------------------------------------------------------------------------------

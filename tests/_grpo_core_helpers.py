@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_core.data import register_task, register_tokenizer
+from grpo_core.tasks import char_level_tokenizer
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.scorer import Score, Scorer
 
@@ -26,14 +27,7 @@ SPECIALS = ["<pad>", "<eos>", "<unk>"]
 @register_tokenizer("test_chars")
 def char_tokenizer() -> Any:
     """One token per character; <eos> separate from <pad>."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {tok: i for i, tok in enumerate(SPECIALS + CHARS)}
-    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    return char_level_tokenizer(CHARS, SPECIALS)
 
 
 @register_tokenizer("test_chars_pad_eos")
