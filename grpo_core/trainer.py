@@ -4,6 +4,8 @@ One step is one optimizer step. Every `num_iterations` steps a new generation ba
 `per_device_train_batch_size * gradient_accumulation_steps` completions per rank, G per prompt
 (as TRL), then split into micro-batches. Under torchrun each rank samples whole groups of its own
 prompts; rewards are gathered only for logging and for `scale_rewards: batch`.
+With a `lora:` section only the adapter trains, and the KL reference is the same model with the
+adapter disabled (grpo_core.lora.reference_mode), so no second copy of the weights is held.
 """
 
 from __future__ import annotations
@@ -271,6 +273,8 @@ class Trainer:
         rank_state = {"rollout": self.rollout.state() if pending else None,
                       "rollout_stats": self.rollout_stats, "dapo_tokens": getattr(self, "dapo_tokens", 1.0)}
         self.saved_step = self.step
+        # With LoRA `self.lm` is the model with its adapter layers injected: its state dict holds base and
+        # adapter weights under their module paths, which `restore` loads back into the same structure.
         return ckpt.save_checkpoint(self.out, self.step, self.lm, self.tokenizer, state, rank_state,
                                     self.rt.rank, self.rt.world_size, self.cfg.save_total_limit)
 
