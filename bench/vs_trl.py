@@ -64,7 +64,7 @@ def run_grpo_core(settings: dict, step_ends: list[tuple[float, float]]) -> dict:
         "data": {"path": settings["data_path"]},
         "rewards": REWARDS, **COMMON,
         "max_completion_length": settings["completion_length"], "max_steps": settings["total_steps"],
-        "lr_scheduler_type": "linear", "device": "cpu", "bf16": False, "output_dir": settings["output_dir"],
+        "lr_scheduler_type": "linear", "device": "cpu", "bf16": settings["bf16"], "output_dir": settings["output_dir"],
         "overwrite_output_dir": True, "logging_steps": 1, "plot": False, "progress": False, "save_steps": 0,
     })
 
@@ -99,7 +99,7 @@ def run_trl(settings: dict, step_ends: list[tuple[float, float]]) -> dict:
     length = settings["completion_length"]
     args = GRPOConfig(
         output_dir=settings["output_dir"], max_steps=settings["total_steps"], max_completion_length=length,
-        generation_kwargs={"min_new_tokens": length}, reward_weights=reward_weights, use_cpu=True, bf16=False,
+        generation_kwargs={"min_new_tokens": length}, reward_weights=reward_weights, use_cpu=True, bf16=settings["bf16"],
         gradient_checkpointing=False, logging_steps=1, report_to=[], save_strategy="no", lr_scheduler_type="linear",
         disable_tqdm=True, **COMMON)
     trainer = GRPOTrainer(model=settings["model_dir"], reward_funcs=reward_funcs, args=args,
@@ -168,12 +168,12 @@ def run_child(which: str, settings: dict, workdir: Path) -> dict:
             "mean_completion_length": statistics.fmean(lengths), **result}
 
 
-def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -> dict:
+def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int, bf16: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench-vs-trl-{size}-") as tmp:
         workdir = Path(tmp)
         model_dir, data_path, params = prepare(size, workdir)
         settings = {"model_dir": str(model_dir), "data_path": str(data_path), "completion_length": SIZES[size],
-                    "total_steps": warmup + steps, "warmup_steps": warmup, "threads": threads}
+                    "total_steps": warmup + steps, "warmup_steps": warmup, "threads": threads, "bf16": bf16}
         runs: dict[str, list[dict]] = {"trl": [], "core": []}
         for _ in range(repeats):  # alternate, so a burst of load from other processes hits both alike
             for which in runs:
@@ -183,7 +183,7 @@ def bench_size(size: str, steps: int, warmup: int, threads: int, repeats: int) -
               "step_cpu_ratio": core["median_step_cpu_s"] / trl["median_step_cpu_s"],
               "first_step_ratio": core["first_step_s"] / trl["first_step_s"],
               "peak_rss_ratio": core["peak_rss_mib"] / trl["peak_rss_mib"]}
-    return {"size": size, "params": params, "threads": threads, "repeats": repeats,
+    return {"size": size, "params": params, "threads": threads, "repeats": repeats, "bf16": bf16,
             "completion_length": SIZES[size], "trl": trl, "grpo_core": core, **ratios}
 
 
@@ -194,12 +194,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed optimizer steps first (at least 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads of each trainer")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each trainer (alternating); lowest-CPU run kept")
+    parser.add_argument("--bf16", action="store_true",
+                        help="bf16 autocast in both (TRL: bf16=True, its default; grpo_core: bf16: true); float32 otherwise")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--child", nargs=2, metavar=("WHICH", "SETTINGS"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(*args.child)
-    rows = [bench_size(size.strip(), args.steps, max(1, args.warmup), args.threads, max(1, args.repeat))
+    rows = [bench_size(size.strip(), args.steps, max(1, args.warmup), args.threads, max(1, args.repeat), args.bf16)
             for size in args.sizes.split(",")]
     print(f"{'size':>5} {'params':>8} {'len':>4} | {'trl cpu/step':>12} {'core cpu/step':>13} {'ratio':>6} | "
           f"{'trl s/step':>10} {'core s/step':>11} {'ratio':>6} | "
