@@ -61,6 +61,7 @@ def save_checkpoint(output_dir: str | Path, step: int, model: Any, tokenizer: An
         tmp.mkdir(parents=True)
     _barrier(world_size)
     torch.save({**rank_state, "rng": rng_state()}, tmp / f"rank{rank}.pt")
+    _barrier(world_size)  # every rank's file is in before rank 0 renames the directory
     if rank == 0:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

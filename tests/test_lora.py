@@ -159,7 +159,8 @@ def test_save_merged_round_trip_keeps_the_training_model(tiny_dir, batch, tmp_pa
     out = save_model(model, tokenizer, tmp_path / "merged", merged=True)
     assert not is_adapter_dir(out)
     reloaded = load_base(out).eval()
-    assert torch.allclose(logits_of(reloaded, batch), expected, atol=1e-5)
+    # merged W + BA against W x + B(A x): float32 rounding differs with the thread count (~1e-5)
+    torch.testing.assert_close(logits_of(reloaded, batch), expected, rtol=1e-4, atol=1e-4)
     assert AutoTokenizer.from_pretrained(out).chat_template == tokenizer.chat_template
     # merging happened on a copy: the training model still has its adapter and its outputs
     assert has_adapter(model)
