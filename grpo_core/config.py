@@ -39,6 +39,10 @@ class ModelConfig(_Section):
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
     trust_remote_code: bool = Field(False, description="Allow model code shipped with the checkpoint.")
+    implementation: Literal["auto", "grpo_core", "transformers"] = Field(
+        "auto", description="auto: grpo_core's compact module (grpo_core/llama.py: the same weights and logits, "
+        "less memory and start-up) for Llama/Qwen2/Qwen3 without LoRA, transformers' class otherwise; "
+        "grpo_core: require it; transformers: always transformers'.")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:

@@ -6,8 +6,9 @@ wrappers) to the model's. This loop uses the model's own weights and modules (em
 rotary embedding, `apply_rotary_pos_emb`, activation) with fewer ops per layer: q/k/v and
 gate/up projections fused into one matmul each, RMSNorm as one `F.rms_norm`. The sampling mirrors HF's
 (temperature, then top-k, then top-p, then `multinomial` on the softmax), so a seeded run picks
-the same tokens as `generate`. Other architectures, sliding-window attention and
-`generation_backend: hf` use HF `generate`.
+the same tokens as `generate`. It runs on grpo_core.llama's module and on transformers' classes
+alike (the same module tree). Under autocast the snapshot of the weights is made in the autocast
+dtype. Other architectures, sliding-window attention and `generation_backend: hf` use HF `generate`.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from grpo_core.llama import attention
+
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
 
 
 def supported(model: Any) -> bool:
+    from grpo_core.llama import CausalLM
+
+    if isinstance(model, CausalLM):
+        return True
     config = model.config
     return (type(model).__name__ in SUPPORTED and not getattr(config, "use_sliding_window", False)
             and getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
@@ -51,26 +58,41 @@ def _norm(module: Any) -> Any:
     return module
 
 
-def _fused(*linears: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One weight (and bias) for several projections of the same input: one matmul instead of several."""
-    weight = torch.cat([lin.weight for lin in linears])
+def _matmul_dtype(device: torch.device) -> torch.dtype | None:
+    """The autocast dtype the caller generates under, or None."""
+    return torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
+
+
+def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias) for several projections of the same input: one matmul instead of several.
+
+    Under autocast the copy is made in its dtype: autocast would otherwise cast every weight again
+    at every decode step (it caches casts only while grad is enabled), which costs more than the
+    matmuls of a small model; the products are the same.
+    """
+    weight = torch.cat([lin.weight for lin in linears]) if len(linears) > 1 else linears[0].weight
     biases = [lin.bias for lin in linears]
-    return weight, (torch.cat(biases) if all(b is not None for b in biases) else None)
+    bias = (torch.cat(biases) if len(biases) > 1 else biases[0]) if all(b is not None for b in biases) else None
+    if dtype is not None:
+        weight, bias = weight.to(dtype), (bias.to(dtype) if bias is not None else None)
+    return weight, bias
 
 
 class _Layer:
     """One decoder layer over a preallocated cache: (B, T, H) in, (B, T, H) out."""
 
-    def __init__(self, layer: Any, length: int) -> None:
+    def __init__(self, layer: Any, length: int, dtype: torch.dtype | None) -> None:
         self.layer, attn, mlp = layer, layer.self_attn, layer.mlp
         self.rotary = sys.modules[type(attn).__module__].apply_rotary_pos_emb
-        self.head_dim, self.scaling, self.o_proj = attn.head_dim, attn.scaling, attn.o_proj
+        self.head_dim, self.scaling = attn.head_dim, attn.scaling
         self.splits = [attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features]
-        self.qkv = _fused(attn.q_proj, attn.k_proj, attn.v_proj)
+        self.qkv = _fused(attn.q_proj, attn.k_proj, attn.v_proj, dtype=dtype)
+        self.o_proj = _fused(attn.o_proj, dtype=dtype)
         self.q_norm = _norm(attn.q_norm) if hasattr(attn, "q_norm") else None  # Qwen3: RMSNorm per head
         self.k_norm = _norm(attn.k_norm) if hasattr(attn, "k_norm") else None
         self.norm1, self.norm2 = _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm)
-        self.gate_up = _fused(mlp.gate_proj, mlp.up_proj) if hasattr(mlp, "gate_proj") else None
+        self.gate_up = _fused(mlp.gate_proj, mlp.up_proj, dtype=dtype) if hasattr(mlp, "gate_proj") else None
+        self.down = _fused(mlp.down_proj, dtype=dtype) if hasattr(mlp, "down_proj") else None
         self.length = length
         self.keys = self.values = None
 
@@ -78,7 +100,7 @@ class _Layer:
         if self.gate_up is None:
             return self.layer.mlp(h)
         gate, up = F.linear(h, *self.gate_up).chunk(2, -1)
-        return self.layer.mlp.down_proj(self.layer.mlp.act_fn(gate) * up)
+        return F.linear(self.layer.mlp.act_fn(gate) * up, *self.down)
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                  start: int) -> torch.Tensor:
@@ -90,14 +112,17 @@ class _Layer:
         q, k = self.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)          # (B, heads, T, D)
         v = v.transpose(1, 2)
         if self.keys is None:
-            self.keys = k.new_zeros(b, k.size(1), self.length, d)                    # (B, kv_heads, L, D)
-            self.values = v.new_zeros(b, v.size(1), self.length, d)
+            self.keys = k.new_zeros(b, k.size(1), self.length, d, dtype=torch.float32)  # (B, kv_heads, L, D)
+            self.values = v.new_zeros(b, v.size(1), self.length, d, dtype=torch.float32)
         end = start + t
         self.keys[:, :, start:end] = k
         self.values[:, :, start:end] = v
-        out = F.scaled_dot_product_attention(q, self.keys[:, :, :end], self.values[:, :, :end], attn_mask=mask,
-                                             scale=self.scaling, enable_gqa=q.size(1) != k.size(1))
-        x = x + self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        # Attention in float32 even under autocast: its shapes change at every step, and the CPU's
+        # bf16 matmuls compile a kernel per shape (~1.5 MiB each, kept: +52 MiB over one 32-token
+        # rollout of the 2M bench model, measured); its cost is small next to the projections.
+        with torch.autocast(x.device.type, enabled=False):
+            out = attention(q.float(), self.keys[:, :, :end], self.values[:, :, :end], mask, self.scaling)
+        x = x + F.linear(out.transpose(1, 2).reshape(b, t, -1), *self.o_proj)
         return x + self.mlp(self.norm2(x))
 
 
@@ -109,7 +134,9 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
     body, head = model.model, model.get_output_embeddings()
     b, p = prompt_ids.shape
     length = p + max_new_tokens
-    layers = [_Layer(layer, length) for layer in body.layers]
+    dtype = _matmul_dtype(prompt_ids.device)
+    layers = [_Layer(layer, length, dtype) for layer in body.layers]
+    head_weight = _fused(head, dtype=dtype)
     valid = torch.zeros(b, length, dtype=torch.bool, device=prompt_ids.device)  # keys each row may attend to
     valid[:, :p] = prompt_mask.bool()
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)                       # (B, P), as generate() does
@@ -124,7 +151,7 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
         cos, sin = body.rotary_emb(x, positions)
         for layer in layers:
             x = layer(x, cos, sin, mask[:, None], start)
-        scores = head(body.norm(x[:, -1])).float()                                # (B, V)
+        scores = F.linear(body.norm(x[:, -1]), *head_weight).float()              # (B, V)
         if do_sample:
             scores = _filter_logits(scores, temperature, top_k, top_p)
             token = torch.multinomial(scores.softmax(-1), 1).squeeze(1)

@@ -9,6 +9,7 @@ load) or the merged model (a plain checkpoint any tool loads).
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,6 +84,8 @@ def _adapter_layers(model: Any) -> list[Any]:
 
 def has_adapter(model: Any) -> bool:
     """True when `model` is, or wraps, a LoRA model: its reference is the base, adapter disabled."""
+    if "peft" not in sys.modules:  # nothing can hold an adapter; importing peft costs ~125 MiB resident
+        return False
     from peft import PeftModel
 
     return isinstance(_unwrap(model), PeftModel) or bool(_adapter_layers(model))
