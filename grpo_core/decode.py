@@ -3,7 +3,7 @@
 Why hand-written: for small models a decode step is mostly Python overhead, and HF `generate`
 adds its own (logits processors, stopping criteria, cache objects, mask building, output
 wrappers) to the model's. This loop uses the model's own weights and modules (embeddings,
-rotary embedding, `apply_rotary_pos_emb`, activation) with fewer ops per layer: q/k/v and
+rotary embedding, `rotate_half`, activation) with fewer ops per layer: q/k/v and
 gate/up projections fused into one matmul each, RMSNorm as one `F.rms_norm`. The sampling mirrors HF's
 (temperature, then top-k, then top-p, then `multinomial` on the softmax), so a seeded run picks
 the same tokens as `generate`. It runs on grpo_core.llama's module and on transformers' classes
@@ -51,10 +51,12 @@ def _filter_logits(scores: torch.Tensor, temperature: float, top_k: int, top_p: 
 
 
 def _norm(module: Any) -> Any:
-    """RMSNorm as one fused op (`F.rms_norm`) when the module is the plain Llama-style kind."""
+    """RMSNorm as one fused op (`F.rms_norm`, weight included) when the module is the plain Llama-style
+    kind; on a float32 input this is bitwise what the module computes."""
     weight, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
     if type(module).__name__.endswith("RMSNorm") and weight is not None and eps is not None:
-        return lambda x: F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype) * weight
+        return lambda x: (F.rms_norm(x, weight.shape, weight, eps) if x.dtype == torch.float32 == weight.dtype
+                          else F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype) * weight)
     return module
 
 
@@ -79,13 +81,18 @@ def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tenso
 
 
 class _Layer:
-    """One decoder layer over a preallocated cache: (B, T, H) in, (B, T, H) out."""
+    """One decoder layer over a preallocated cache: (B, T, H) in, (B, T, H) out.
+
+    Casts are explicit (the loop runs with autocast off): the input of each projection is cast once
+    to the snapshot's dtype, as autocast would, and everything else stays in the residual stream's
+    dtype. q and k are rotated together (one set of ops for both), attention runs in float32.
+    """
 
     def __init__(self, layer: Any, length: int, dtype: torch.dtype | None) -> None:
         self.layer, attn, mlp = layer, layer.self_attn, layer.mlp
-        self.rotary = sys.modules[type(attn).__module__].apply_rotary_pos_emb
-        self.head_dim, self.scaling = attn.head_dim, attn.scaling
-        self.splits = [attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features]
+        self.rotate_half = getattr(sys.modules[type(attn).__module__], "rotate_half")
+        self.head_dim, self.scaling, self.dtype = attn.head_dim, attn.scaling, dtype
+        self.heads = [attn.q_proj.out_features // self.head_dim, attn.k_proj.out_features // self.head_dim]
         self.qkv = _fused(attn.q_proj, attn.k_proj, attn.v_proj, dtype=dtype)
         self.o_proj = _fused(attn.o_proj, dtype=dtype)
         self.q_norm = _norm(attn.q_norm) if hasattr(attn, "q_norm") else None  # Qwen3: RMSNorm per head
@@ -96,33 +103,38 @@ class _Layer:
         self.length = length
         self.keys = self.values = None
 
+    def cast(self, h: torch.Tensor) -> torch.Tensor:
+        return h if self.dtype is None else h.to(self.dtype)
+
     def mlp(self, h: torch.Tensor) -> torch.Tensor:
         if self.gate_up is None:
             return self.layer.mlp(h)
-        gate, up = F.linear(h, *self.gate_up).chunk(2, -1)
+        gate, up = F.linear(self.cast(h), *self.gate_up).chunk(2, -1)
         return F.linear(self.layer.mlp.act_fn(gate) * up, *self.down)
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                  start: int) -> torch.Tensor:
         b, t, d = x.size(0), x.size(1), self.head_dim
-        q, k, v = F.linear(self.norm1(x), *self.qkv).split(self.splits, -1)
-        q, k, v = q.view(b, t, -1, d), k.view(b, t, -1, d), v.view(b, t, -1, d)
+        qkv = F.linear(self.cast(self.norm1(x)), *self.qkv)                          # (B, T, (H+2KV)*D)
+        qk = qkv[..., :sum(self.heads) * d].view(b, t, -1, d)                          # (B, T, H+KV, D)
+        v = qkv[..., sum(self.heads) * d:].view(b, t, -1, d).transpose(1, 2)           # (B, KV, T, D)
         if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)          # (B, heads, T, D)
-        v = v.transpose(1, 2)
+            q, k = qk.split(self.heads, 2)
+            qk = torch.cat([self.q_norm(q), self.k_norm(k)], 2)
+        qk = qk.transpose(1, 2).to(cos.dtype)                                          # (B, H+KV, T, D)
+        cos, sin = cos[:, None], sin[:, None]
+        q, k = (qk * cos + self.rotate_half(qk) * sin).split(self.heads, 1)            # HF's rotation
         if self.keys is None:
-            self.keys = k.new_zeros(b, k.size(1), self.length, d, dtype=torch.float32)  # (B, kv_heads, L, D)
-            self.values = v.new_zeros(b, v.size(1), self.length, d, dtype=torch.float32)
+            self.keys = x.new_zeros(b, k.size(1), self.length, d, dtype=torch.float32)  # (B, KV, L, D)
+            self.values = x.new_zeros(b, v.size(1), self.length, d, dtype=torch.float32)
         end = start + t
         self.keys[:, :, start:end] = k
         self.values[:, :, start:end] = v
-        # Attention in float32 even under autocast: its shapes change at every step, and the CPU's
-        # bf16 matmuls compile a kernel per shape (~1.5 MiB each, kept: +52 MiB over one 32-token
-        # rollout of the 2M bench model, measured); its cost is small next to the projections.
-        with torch.autocast(x.device.type, enabled=False):
-            out = attention(q.float(), self.keys[:, :, :end], self.values[:, :, :end], mask, self.scaling)
-        x = x + F.linear(out.transpose(1, 2).reshape(b, t, -1), *self.o_proj)
+        # Attention in float32: its shapes change at every step, and the CPU's bf16 matmuls
+        # compile a kernel per shape (~1.5 MiB each, kept: +52 MiB over one 32-token rollout of
+        # the 2M bench model, measured); its cost is small next to the projections'.
+        out = attention(q.float(), self.keys[:, :, :end], self.values[:, :, :end], mask, self.scaling)
+        x = x + F.linear(self.cast(out.transpose(1, 2).reshape(b, t, -1)), *self.o_proj)
         return x + self.mlp(self.norm2(x))
 
 
@@ -132,11 +144,19 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
            top_p: float = 1.0) -> torch.Tensor:
     """Completion ids (B, C <= max_new_tokens) after left-padded prompts; pad after each row's first EOS."""
     body, head = model.model, model.get_output_embeddings()
+    p = prompt_ids.size(1)
+    dtype = _matmul_dtype(prompt_ids.device)
+    with torch.autocast(prompt_ids.device.type, enabled=False):  # casts are explicit, see _Layer
+        return _sample(body, head, [_Layer(layer, p + max_new_tokens, dtype) for layer in body.layers],
+                       _fused(head, dtype=dtype), dtype, prompt_ids, prompt_mask, max_new_tokens, eos_ids, pad_id,
+                       do_sample, temperature, top_k, top_p)
+
+
+def _sample(body: Any, head: Any, layers: list[_Layer], head_weight: tuple, dtype: torch.dtype | None,
+            prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int, eos_ids: torch.Tensor,
+            pad_id: int, do_sample: bool, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
     b, p = prompt_ids.shape
     length = p + max_new_tokens
-    dtype = _matmul_dtype(prompt_ids.device)
-    layers = [_Layer(layer, length, dtype) for layer in body.layers]
-    head_weight = _fused(head, dtype=dtype)
     valid = torch.zeros(b, length, dtype=torch.bool, device=prompt_ids.device)  # keys each row may attend to
     valid[:, :p] = prompt_mask.bool()
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)                       # (B, P), as generate() does
@@ -151,7 +171,8 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
         cos, sin = body.rotary_emb(x, positions)
         for layer in layers:
             x = layer(x, cos, sin, mask[:, None], start)
-        scores = F.linear(body.norm(x[:, -1]), *head_weight).float()              # (B, V)
+        h = body.norm(x[:, -1])
+        scores = F.linear(h if dtype is None else h.to(dtype), *head_weight).float()  # (B, V)
         if do_sample:
             scores = _filter_logits(scores, temperature, top_k, top_p)
             token = torch.multinomial(scores.softmax(-1), 1).squeeze(1)

@@ -136,6 +136,33 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return torch.matmul(probs, v)
 
 
+def cast_for_matmuls(x: torch.Tensor) -> torch.Tensor:
+    """`x` in the autocast dtype, when autocast is on: several projections of one input then share
+    one cast (and one saved copy for backward) instead of autocast making one per projection."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device) and x.dtype == torch.float32:
+        return x.to(torch.get_autocast_dtype(device))
+    return x
+
+
+class SwiGLU(torch.autograd.Function):
+    """silu(gate) * up, saving only gate and up for backward (autograd would also keep silu(gate)
+    and the product: two more (B, T, intermediate) tensors per layer, a third of the activations)."""
+
+    @staticmethod
+    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(gate, up)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gate, up = ctx.saved_tensors
+        g, u, grad32 = gate.float(), up.float(), grad.float()  # one rounding, as torch's kernels
+        sig = torch.sigmoid(g)
+        d_gate = grad32 * u * sig * (1 + g * (1 - sig))
+        return d_gate.to(gate.dtype), (grad32 * g * sig).to(up.dtype)
+
+
 class RotaryEmbedding(nn.Module):
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
@@ -184,6 +211,7 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         shape = (b, t, -1, self.head_dim)
+        x = cast_for_matmuls(x)
         q, k, v = self.q_proj(x).view(shape), self.k_proj(x).view(shape), self.v_proj(x).view(shape)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
@@ -202,7 +230,11 @@ class MLP(nn.Module):
         self.act_fn = F.silu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        x = cast_for_matmuls(x)
+        gate, up = self.gate_proj(x), self.up_proj(x)
+        if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+            return self.down_proj(SwiGLU.apply(gate, up))
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):

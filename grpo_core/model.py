@@ -209,6 +209,10 @@ def _transformers_model(model_cfg: Any, source: str, dtype: torch.dtype, reason:
         raise UserError(f"model.name_or_path: cannot load {model_cfg.name_or_path!r}: {exc}") from None
 
 
+def _frozen(param: torch.Tensor, dtype: torch.dtype) -> torch.nn.Parameter:
+    return torch.nn.Parameter(param.detach().to(dtype), requires_grad=False)
+
+
 def frozen_copy(model: torch.nn.Module, matmul_dtype: torch.dtype | None = None) -> torch.nn.Module:
     """The reference policy of full fine-tuning: a frozen copy of the initial weights (only when beta > 0;
     with LoRA the reference is the policy itself with its adapter disabled, see grpo_core.lora).
@@ -218,16 +222,22 @@ def frozen_copy(model: torch.nn.Module, matmul_dtype: torch.dtype | None = None)
     log-probs are the same and the copy costs half the memory; norms and embeddings, which
     autocast leaves in float32, stay float32.
     """
-    ref = copy.deepcopy(model).eval()
-    ref.requires_grad_(False)
+    memo: dict[int, Any] = {}  # low-precision copies handed to deepcopy: float32 originals are never copied
+    tied_heads = []
     if matmul_dtype is not None:
-        embeddings = {id(m.weight) for m in ref.modules() if isinstance(m, torch.nn.Embedding)}
-        for module in ref.modules():
-            if isinstance(module, torch.nn.Linear):
-                # A head tied to the embeddings gets its own low-precision copy; the embeddings stay float32.
-                weight = module.weight.detach().to(matmul_dtype)
-                module.weight = torch.nn.Parameter(weight if id(module.weight) not in embeddings else weight.clone(),
-                                                   requires_grad=False)
-                if module.bias is not None:
-                    module.bias = torch.nn.Parameter(module.bias.detach().to(matmul_dtype), requires_grad=False)
+        embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+        for name, module in model.named_modules():
+            if not isinstance(module, torch.nn.Linear):
+                continue
+            if id(module.weight) in embeddings:
+                tied_heads.append(name)  # its own copy below; the embeddings stay float32
+            else:
+                memo[id(module.weight)] = _frozen(module.weight, matmul_dtype)
+            if module.bias is not None:
+                memo[id(module.bias)] = _frozen(module.bias, matmul_dtype)
+    ref = copy.deepcopy(model, memo).eval()
+    ref.requires_grad_(False)
+    for name in tied_heads:
+        head = ref.get_submodule(name)
+        head.weight = _frozen(head.weight, matmul_dtype)
     return ref
