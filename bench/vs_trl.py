@@ -21,8 +21,8 @@ processes' load distorts least; wall seconds include waiting for a shared CPU.
 Step time is the wall time between consecutive optimizer-step ends (TRL: a callback's
 `on_step_end`; grpo_core: after `Trainer.train_step`), median over the steps after warm-up, so both
 include their per-step logging. Time to first step runs from the subprocess launch (interpreter
-start and imports included) to the end of step 1. Peak RSS is the subprocess's own `ru_maxrss`
-(reward worker processes, the same for both, are not included).
+start and imports included) to the end of step 1. Peak RSS is the subprocess's own high-water
+mark (`VmHWM`; reward worker processes, the same for both, are not included).
 """
 
 from __future__ import annotations
@@ -111,14 +111,26 @@ def run_trl(settings: dict, step_ends: list[tuple[float, float]]) -> dict:
     return {"completion_lengths": lengths}
 
 
-def child(which: str, settings_path: str) -> None:
+def peak_rss_mib() -> float:
+    """This process's peak resident memory: VmHWM, the high-water mark of its own address space.
+
+    Not `ru_maxrss`: Linux carries that across fork and exec, so a child started by a parent
+    holding 440 MiB reports at least 440 MiB whatever it uses itself (measured: the 2m run after
+    the 20m one read 439 instead of 374).
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     import resource
 
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux; no /proc elsewhere
+
+
+def child(which: str, settings_path: str) -> None:
     settings = json.loads(Path(settings_path).read_text())
     step_ends: list[tuple[float, float]] = []  # (wall, process CPU) at each optimizer step's end
     extra = (run_trl if which == "trl" else run_grpo_core)(settings, step_ends)
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    result = {"step_ends": step_ends, "peak_rss_mib": peak_kib / 1024, **extra}
+    result = {"step_ends": step_ends, "peak_rss_mib": peak_rss_mib(), **extra}
     Path(settings["result_path"]).write_text(json.dumps(result))
 
 
@@ -158,6 +170,8 @@ def run_child(which: str, settings: dict, workdir: Path) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{which} run failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     result = json.loads(Path(settings["result_path"]).read_text())
+    if os.environ.get("BENCH_VERBOSE"):
+        print(which, f"peak {result['peak_rss_mib']:.0f} MiB", file=sys.stderr)
     ends = result.pop("step_ends")
     skip = settings["warmup_steps"] - 1
     wall = [b[0] - a[0] for a, b in zip(ends, ends[1:])][skip:]
