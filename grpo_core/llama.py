@@ -156,11 +156,10 @@ class SwiGLU(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # The ops autograd would run (silu recomputed, bitwise equal to the forward's), so the
+        # gradients are bitwise autograd's too.
         gate, up = ctx.saved_tensors
-        g, u, grad32 = gate.float(), up.float(), grad.float()  # one rounding, as torch's kernels
-        sig = torch.sigmoid(g)
-        d_gate = grad32 * u * sig * (1 + g * (1 - sig))
-        return d_gate.to(gate.dtype), (grad32 * g * sig).to(up.dtype)
+        return torch.ops.aten.silu_backward(grad * up, gate), grad * F.silu(gate)
 
 
 class RotaryEmbedding(nn.Module):
