@@ -70,14 +70,22 @@ def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tenso
 
     Under autocast the copy is made in its dtype: autocast would otherwise cast every weight again
     at every decode step (it caches casts only while grad is enabled), which costs more than the
-    matmuls of a small model; the products are the same.
+    matmuls of a small model; the products are the same. Each weight is copied once, converting
+    on the way (a `cat` then a cast moved three times the bytes: ~70 ms per rollout at 20M).
     """
-    weight = torch.cat([lin.weight for lin in linears]) if len(linears) > 1 else linears[0].weight
+    def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+        if len(parts) == 1:
+            return parts[0] if dtype is None else parts[0].to(dtype)
+        out = parts[0].new_empty((sum(p.size(0) for p in parts), *parts[0].shape[1:]), dtype=dtype or parts[0].dtype)
+        start = 0
+        for part in parts:
+            out[start:start + part.size(0)].copy_(part)
+            start += part.size(0)
+        return out
+
     biases = [lin.bias for lin in linears]
-    bias = (torch.cat(biases) if len(biases) > 1 else biases[0]) if all(b is not None for b in biases) else None
-    if dtype is not None:
-        weight, bias = weight.to(dtype), (bias.to(dtype) if bias is not None else None)
-    return weight, bias
+    bias = joined(biases) if all(b is not None for b in biases) else None
+    return joined([lin.weight for lin in linears]), bias
 
 
 class _Layer:
