@@ -1,13 +1,15 @@
 """grpo_core vs TRL's GRPOTrainer (pinned 1.16): seconds per optimizer step, time to first step, peak RSS.
 
-    python bench/vs_trl.py                      # both sizes, 12 timed steps each after 2 warm-up steps
+    python bench/vs_trl.py --bf16               # both sizes, bf16 autocast in both (TRL's default)
+    python bench/vs_trl.py                      # the same in float32
     python bench/vs_trl.py --sizes 2m --steps 6 --json outputs/bench_vs_trl.json
 
 For each size one model is built from a preset in grpo_core/tasks.py with the built-in `chars`
 tokenizer, saved once to a temp dir, and loaded by both trainers, each in its own subprocess
 (`--child`), on the same prompts (the built-in arithmetic task), the same reward spec (TRL gets it
 through `build(spec).as_trl()`), G, batch sizes, beta (a frozen reference in both), learning rate,
-temperature, loss type and steps, in float32 on the CPU. Both generate exactly
+temperature, loss type and steps, on the CPU, in float32 or (`--bf16`) both with bf16 autocast
+over float32 weights (TRL: `bf16=True`, its default; grpo_core: `bf16: true`). Both generate exactly
 `max_completion_length` tokens (`min_new_tokens`: EOS is suppressed until then), so they train on
 the same number of tokens; the measured mean completion lengths are reported to show it.
 
