@@ -130,7 +130,6 @@ class _Layer:
             q, k = qk.split(self.heads, 2)
             qk = torch.cat([self.q_norm(q), self.k_norm(k)], 2)
         qk = qk.transpose(1, 2).to(cos.dtype)                                          # (B, H+KV, T, D)
-        cos, sin = cos[:, None], sin[:, None]
         q, k = (qk * cos + self.rotate_half(qk) * sin).split(self.heads, 1)            # HF's rotation
         if self.keys is None:
             self.keys = x.new_zeros(b, k.size(1), self.length, d, dtype=torch.float32)  # (B, KV, L, D)
@@ -176,9 +175,10 @@ def _sample(body: Any, head: Any, layers: list[_Layer], head_weight: tuple, dtyp
     finished = torch.zeros(b, dtype=torch.bool, device=prompt_ids.device)
     last = positions[:, -1:]
     for step in range(max_new_tokens):
-        cos, sin = body.rotary_emb(x, positions)
+        attend = mask[:, None]
+        cos, sin = (t[:, None] for t in body.rotary_emb(x, positions))                # (B, 1, T, D)
         for layer in layers:
-            x = layer(x, cos, sin, mask[:, None], start)
+            x = layer(x, cos, sin, attend, start)
         h = body.norm(x[:, -1])
         scores = F.linear(h if dtype is None else h.to(dtype), *head_weight).float()  # (B, V)
         if do_sample:
