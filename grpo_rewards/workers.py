@@ -43,6 +43,8 @@ _HEADER = struct.Struct("!I")
 KILL_GRACE_S = 0.5
 # How long a dispatched chunk may wait for its worker to start it.
 START_ALLOWANCE_S = 10.0
+# Limit of one step of idle work (see `WorkerPool`'s `idle`).
+IDLE_STEP_LIMIT_S = 0.5
 
 
 @dataclass(slots=True)
@@ -103,9 +105,13 @@ def _worker_main() -> None:
     func = _resolve(init["target"])
     if init.get("init"):
         _resolve(init["init"])()  # heavy imports now, so that no task's time limit pays for them
+    idle = _resolve(init["idle"]) if init.get("idle") else None
     signal.signal(signal.SIGALRM, _on_alarm)
     os.write(out_fd, _encode(("ready", os.getpid())))
     while True:
+        while idle is not None and not select.select([in_fd], [], [], 0)[0]:
+            if not _run_idle(idle):
+                idle = None
         header = _read_exact(in_fd, _HEADER.size)
         if header is None:
             return  # parent closed the pipe or died
@@ -113,6 +119,19 @@ def _worker_main() -> None:
         os.write(out_fd, _encode(("start", None, "")))  # the clock of the first task starts now
         for task in tasks:
             os.write(out_fd, _encode(_run_one(func, task, timeout_s)))
+
+
+def _run_idle(step: Callable[[], Any]) -> bool:
+    """One step of the pool's idle work; False when it is done, failed or overran its limit.
+    A step is short (a task arriving meanwhile waits for it, before its own clock starts)."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, IDLE_STEP_LIMIT_S)
+        try:
+            return bool(step())
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException:  # noqa: BLE001 - idle work is optional: stop it, keep serving tasks
+        return False
 
 
 def _resolve(name: str) -> Callable[..., Any]:
@@ -144,7 +163,7 @@ def _run_one(func: Callable[[Any], Any], task: Any, timeout_s: float) -> tuple[s
 class _Worker:
     """One worker process and the chunk it is running."""
 
-    def __init__(self, target: str, memory_mb: int | None, init: str | None) -> None:
+    def __init__(self, target: str, memory_mb: int | None, init: str | None, idle: str | None = None) -> None:
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -161,7 +180,7 @@ class _Worker:
         self.chunk: int | None = None  # index of the chunk being run
         self.tasks: list[int] = []  # task indices of that chunk still to report
         self.deadline = 0.0
-        self.send({"target": target, "memory_mb": memory_mb, "init": init})
+        self.send({"target": target, "memory_mb": memory_mb, "init": init, "idle": idle})
 
     def send(self, obj: Any) -> bool:
         try:
@@ -220,11 +239,15 @@ class WorkerPool:
     """`size` worker processes running `target` ("module:function") on tasks, started lazily.
 
     `init` ("module:function", optional) runs once in each worker before it takes tasks.
+    `idle` ("module:function", optional) is called repeatedly while a worker has no message
+    waiting, until it returns False: warm-up work that must not delay start-up, in short steps
+    (each under `IDLE_STEP_LIMIT_S`; one that raises or overruns ends the idle work).
     """
 
     def __init__(self, target: str, size: int = 2, memory_mb: int | None = 1024, init: str | None = None,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 120.0, idle: str | None = None) -> None:
         self.target, self.size, self.memory_mb, self.init = target, max(1, int(size)), memory_mb, init
+        self.idle = idle
         self.startup_timeout_s = startup_timeout_s
         self._workers: list[_Worker] = []
         self._pid = os.getpid()
@@ -247,7 +270,7 @@ class WorkerPool:
             self._workers.append(self._new_worker())
 
     def _new_worker(self) -> _Worker:
-        return _Worker(self.target, self.memory_mb, self.init)
+        return _Worker(self.target, self.memory_mb, self.init, self.idle)
 
     def map(self, chunks: Sequence[Sequence[Any]], timeout_s: float) -> list[list[TaskResult]]:
         """Run every chunk (a list of tasks, run in order by one worker); one result per task."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from fractions import Fraction
 
 import pytest
 
@@ -255,3 +256,92 @@ def test_scorers_with_the_same_pool_settings_share_workers():
     assert b.score([Sample(completion="\\boxed{2}", reference={"answer": "2"})])[0].value == 1.0
     b.close()
     assert all(_gone(pid) for pid in pids)
+
+
+def test_numeric_disproof_of_constants_never_contradicts_math_verify():
+    """`_clearly_different` skips math-verify's verify for constants whose values differ; on every
+    pair of these forms that it skips, math-verify's own verdict must be False, and equal values
+    written differently must never be skipped."""
+    import random
+
+    import math_verify
+
+    from grpo_rewards.scorers import math_check
+
+    rng = random.Random(5)
+    opts = math_check.CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+    makers = [
+        lambda: f"{rng.randint(1, 12)} \\sqrt{{{rng.choice([2, 3, 5, 7])}}}",
+        lambda: f"{rng.randint(1, 9)} \\pi",
+        lambda: f"\\frac{{{rng.randint(1, 30)}}}{{{rng.randint(2, 9)}}}",
+        lambda: f"{rng.randint(-5, 40)}",
+        lambda: f"{rng.randint(1, 5)} + {rng.randint(1, 5)} \\sqrt{{{rng.choice([2, 3])}}}",
+        lambda: f"\\frac{{\\sqrt{{{rng.choice([2, 3])}}}}}{{{rng.randint(2, 4)}}}",
+        lambda: f"2^{{{rng.randint(1, 12)}}}",
+        lambda: f"{rng.randint(1, 7)}!",
+        lambda: f"\\sqrt{{{rng.randint(2, 50)}}}",
+    ]
+    # Equal values in different spellings: the disproof must never fire on these.
+    equal = [("\\sqrt{8}", "2 \\sqrt{2}"), ("\\frac{\\sqrt{3}}{3}", "\\frac{1}{\\sqrt{3}}"), ("2^{10}", "1024"),
+             ("4!", "24"), ("\\sqrt{12} + \\sqrt{3}", "3 \\sqrt{3}"), ("\\frac{6}{4}", "\\frac{3}{2}")]
+    pairs = equal + [(rng.choice(makers)(), rng.choice(makers)()) for _ in range(120)]
+    skipped = 0
+    for gold_text, answer_text in pairs:
+        gold = math_check._parse_answer(gold_text, opts, is_gold=True)
+        answer = math_check._parse_answer(answer_text, opts, is_gold=False)
+        for g in gold:
+            for a in answer:
+                if math_check._clearly_different(g, a):
+                    skipped += 1
+                    assert (gold_text, answer_text) not in equal
+                    assert not math_verify.verify(g, a, timeout_seconds=None), (gold_text, answer_text)
+    assert skipped > 60  # the check is not vacuous
+
+
+def test_numeric_fast_path_agrees_with_math_verify():
+    """Plain numerals decided without math-verify (`_numeric_verdict`) get math-verify's own
+    verdict, on random forms and on near misses around the float tolerance; and every numeral
+    form parses (the worker skips parsing such a gold until an answer needs it)."""
+    import random
+
+    import math_verify
+
+    from grpo_rewards.scorers import math_check
+
+    rng = random.Random(11)
+    opts = math_check.CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+
+    def spell(value):
+        """Some numeral spellings of a Fraction value (the ones that exist for it)."""
+        sign = "-" if value < 0 else ""
+        v = abs(value)
+        out = []
+        if v.denominator == 1:
+            out += [f"{sign}{v.numerator}", f"{sign}{v.numerator:,}"]
+        out += [f"{sign}{v.numerator}/{v.denominator}", f"{sign}\\frac{{{v.numerator}}}{{{v.denominator}}}",
+                f"{'- ' if sign else ''}\\dfrac{{{v.numerator}}}{{{v.denominator}}}"]
+        out.append(f"{sign}{float(v):.{rng.choice([1, 2, 6, 7, 9])}f}")
+        return out
+
+    values = [Fraction(rng.randint(-3000, 3000), rng.choice([1, 1, 2, 3, 4, 8, 10, 7])) for _ in range(40)]
+    values += [Fraction(1, 3), Fraction(1, 10 ** 7), Fraction(10 ** 15 + 1), Fraction(123456789, 1000)]
+    pairs = []
+    for v in values:
+        near = [v, v + Fraction(1, 10 ** 6), v + Fraction(1, 10 ** 5), v + Fraction(3, 10 ** 7), -v, v + 1, 2 * v]
+        for w in near:
+            pairs.append((rng.choice(spell(v)), rng.choice(spell(w))))
+    decided = 0
+    parsed = {}
+    for gold, answer in pairs:
+        verdict = math_check._numeric_verdict(gold, answer, opts)
+        for text in (gold, answer):
+            if text not in parsed:
+                parsed[text] = math_check._parse("\\boxed{" + text + "}", opts.match_types)
+                assert any(math_check._is_math(p) for p in parsed[text]), text
+        if verdict is None:
+            continue
+        decided += 1
+        expected = math_verify.verify(parsed[gold], parsed[answer], float_rounding=6, numeric_precision=15,
+                                      timeout_seconds=None)
+        assert verdict == expected, (gold, answer)
+    assert decided > len(pairs) // 2

@@ -202,3 +202,34 @@ def test_pool_that_cannot_start_reports_unavailable():
         assert time.monotonic() - start < 30
     finally:
         pool.close()
+
+
+@pytest.mark.timeout(60)
+def test_idle_work_runs_between_tasks_until_it_is_done():
+    # math_accuracy's idle work: the worker primes the LaTeX parser on generated forms, one per step.
+    pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up",
+                      idle="grpo_rewards.scorers.math_check:prime_parser")
+    left = "(lambda m: -1 if m._primed is None else len(m._primed))(__import__('grpo_rewards.scorers.math_check', " \
+           "fromlist=['_']))"
+    try:
+        start = time.monotonic()
+        [[first]] = pool.map([["6 * 7"]], 5)
+        assert first.value == 42 and time.monotonic() - start < 30  # start-up does not wait for it
+        deadline = time.monotonic() + 40
+        while pool.map([[left]], 5)[0][0].value and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert pool.map([[left]], 5)[0][0].value == 0
+        assert pool.map([["1 + 1"]], 5)[0][0].value == 2
+    finally:
+        pool.close()
+
+
+@pytest.mark.timeout(60)
+def test_idle_work_that_fails_stops_and_the_worker_keeps_serving():
+    pool = WorkerPool("builtins:eval", size=1, idle="builtins:exit")  # SystemExit on the first step
+    try:
+        assert [r.value for r in pool.map([["2 + 3", "7"]], 5)[0]] == [5, 7]
+        time.sleep(0.3)
+        assert pool.map([["8"]], 5)[0][0].value == 8
+    finally:
+        pool.close()

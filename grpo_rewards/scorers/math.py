@@ -246,7 +246,8 @@ def _acquire_pool(size: int, memory_mb: int) -> WorkerPool:
         entry = _pools.get((size, memory_mb))
         if entry is None:
             pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, memory_mb,
-                              init="grpo_rewards.scorers.math_check:warm_up")
+                              init="grpo_rewards.scorers.math_check:warm_up",
+                              idle="grpo_rewards.scorers.math_check:prime_parser")
             entry = _pools[(size, memory_mb)] = [pool, 0]
         entry[1] += 1
         return entry[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import cmath
 import logging
+import random
 import re
 from collections import OrderedDict
 from fractions import Fraction
@@ -163,9 +164,127 @@ def warm_up() -> None:
     _verify(_parse_answer("\\frac{1}{2}", opts, True), _parse_answer("0.5", opts, False), opts)
 
 
+# ANTLR (under math-verify's LaTeX parser) memoises its parse-path predictions per process, and
+# a worker's first few hundred distinct answers pay to learn them: measured, each parse costs
+# ~2.5x its steady-state price until then. `prime_parser` learns them from these generated forms
+# while the worker is idle (a GRPO step's generation leaves it idle for seconds), once per
+# worker. Predictions are a cache: what the parser returns never depends on them.
+_PRIME_ATOMS = ("x", "n", "k", "a", "b", "y", "2", "3", "12", "0.5", "1,000", "\\pi", "e", "\\infty")
+_PRIME_ITEMS = 200
+
+
+def _prime_forms(count: int) -> list[str]:
+    rng = random.Random(20261203)
+
+    def term(depth: int) -> str:
+        pick = rng.random()
+        if depth <= 0 or pick < 0.25:
+            return rng.choice(_PRIME_ATOMS)
+        inner = lambda: expr(depth - 1)  # noqa: E731
+        forms = (
+            lambda: f"\\frac{{{inner()}}}{{{inner()}}}", lambda: f"\\dfrac{{{inner()}}}{{{inner()}}}",
+            lambda: f"\\sqrt{{{inner()}}}", lambda: f"{term(depth - 1)}^{{{inner()}}}",
+            lambda: f"{term(depth - 1)}^{rng.choice('23n')}", lambda: f"\\left({inner()}\\right)",
+            lambda: f"({inner()})", lambda: f"{term(depth - 1)}!", lambda: f"{term(depth - 1)} \\cdot {term(depth - 1)}",
+            lambda: f"{term(depth - 1)} {term(depth - 1)}", lambda: f"{term(depth - 1)}*{term(depth - 1)}",
+            lambda: f"{term(depth - 1)}^({inner()})", lambda: f"\\{rng.choice(('sin', 'cos', 'tan', 'ln', 'log'))} {term(depth - 1)}",
+            lambda: f"{term(depth - 1)}^\\circ", lambda: f"{term(depth - 1)}\\%", lambda: f"\\text{{{rng.choice(('cm', 'odd', 'A'))}}}",
+            lambda: f"{term(depth - 1)}_{{{term(depth - 1)}}}", lambda: f"|{inner()}|",
+        )
+        return rng.choice(forms)()
+
+    def expr(depth: int, top: bool = False) -> str:
+        out = ("-" if rng.random() < 0.15 else "") + term(depth)
+        for _ in range(rng.choice((0, 0, 1, 1, 2))):
+            out += rng.choice((" + ", " - ", "/", " + ")) + term(depth)
+        if top and rng.random() < 0.15:
+            out = rng.choice(("x = ", "y \\le ", "n > ")) + out
+        return out
+
+    def item() -> str:
+        pick = rng.random()
+        if pick < 0.08:
+            return f"\\{{{expr(1)}, {expr(1)}\\}}"
+        if pick < 0.16:
+            return rng.choice("([") + f"{expr(1)}, {expr(1)}" + rng.choice(")]")
+        return expr(1 if pick < 0.8 else 2, top=True)
+
+    return [item() for _ in range(count)]
+
+
+_primed: list[str] | None = None
+
+
+def prime_parser() -> bool:
+    """Parse the next generated form (the pool calls this while the worker is idle); False when done."""
+    global _primed
+    if _primed is None:
+        _primed = _prime_forms(_PRIME_ITEMS)
+    if not _primed:
+        return False
+    _parse("\\boxed{" + _primed.pop() + "}", ("latex", "expr"))
+    return bool(_primed)
+
+
+# Plain numerals, as an extracted answer or an `auto` gold holds them (no delimiters). Each form
+# is one that math-verify's LaTeX parse (inside the \boxed{} we wrap bare texts in) reads as that
+# exact number: an Integer or Rational for the first four (thousands separators only in groups of
+# three after a nonzero digit, as latex2sympy reads them: `0,111` is its 0.111), a Float for a
+# decimal. Bounded lengths keep the arithmetic cheap.
+_NUMERAL = re.compile(
+    r"\s*(?P<sign>-)?\s*(?:(?P<int>\d{1,40})|(?P<thousands>[1-9]\d{0,2}(?:,\d{3}){1,13})|(?P<slash>\d{1,40})/(?P<den>\d{1,40})"
+    r"|\\[dt]?frac\{(?P<num>\d{1,40})\}\{(?P<fden>\d{1,40})\}|(?P<whole>\d{1,40})\.(?P<frac>\d{1,40}))\s*")
+
+
+def _numeral(text: str) -> tuple[Fraction, bool] | None:
+    """(value, exact) of a plain numeral, exact False for a decimal (a float to math-verify)."""
+    m = _NUMERAL.fullmatch(text)
+    if m is None:
+        return None
+    g = m.groupdict()
+    if g["int"] or g["thousands"]:
+        value, exact = Fraction(int((g["int"] or g["thousands"]).replace(",", ""))), True
+    elif g["slash"] or g["num"]:
+        den = int(g["den"] or g["fden"])
+        if den == 0:
+            return None
+        value, exact = Fraction(int(g["slash"] or g["num"]), den), True
+    else:
+        value, exact = Fraction(int(g["whole"] + g["frac"]), 10 ** len(g["frac"])), False
+    return (-value if g["sign"] else value), exact
+
+
+def _numeric_verdict(gold: str, answer: str, opts: CheckOptions) -> bool | None:
+    """math-verify's verdict for two plain numerals when it is certain without parsing, else None.
+
+    Two exact numbers (Integer/Rational on both sides): every step of math-verify's comparison
+    (sympy equality, then the numeric and symbolic checks, and the comparison of the two parsed
+    strings, which can only match for the same value) comes down to equality of values. With a
+    decimal, math-verify compares floats rounded to `float_rounding` places; only a difference far
+    outside that (and far above a double's precision) is decided here, as False.
+    """
+    g, a = _numeral(gold), _numeral(answer)
+    if g is None or a is None:
+        return None
+    (gv, g_exact), (av, a_exact) = g, a
+    if g_exact and a_exact:
+        return gv == av
+    gap = abs(gv - av)
+    if gap > Fraction(10, 10 ** opts.float_rounding) and gap > Fraction(1, 10 ** 9) * max(abs(gv), abs(av)):
+        return False
+    return None
+
+
 def run_task(task: tuple) -> tuple[str, Any]:
     kind, gold, *rest = task
     opts = CheckOptions(*rest[-1])
+    numeric_gold = opts.gold_mode == "auto" and _numeral(gold) is not None
+    if kind == "gold" and numeric_gold:
+        return ("ok", None)  # a plain numeral always parses; its pairs may not need the parse at all
+    if numeric_gold and opts.answer_mode == "answer":
+        verdict = _numeric_verdict(gold, rest[0], opts)
+        if verdict is not None:
+            return ("ok", verdict)
     parsed_gold = _gold(gold, opts)
     if isinstance(parsed_gold, str):
         return ("timeout" if parsed_gold == _GOLD_TIMED_OUT else "unparseable", parsed_gold)
@@ -199,22 +318,27 @@ _PROBES = ((Fraction(13, 10), Fraction(17, 10), Fraction(23, 10)), (Fraction(29,
 def _clearly_different(gold: Any, answer: Any) -> bool:
     """True when two symbolic expressions take clearly different values at a probe point.
 
-    For two plain expressions with variables, math-verify's verdict is `simplify(gold - answer)
+    For two plain expressions, math-verify's verdict is `simplify(gold - answer)
     == 0` (after cheaper checks that can only say "equal"); that costs up to hundreds of ms when
     they differ, which is what most wrong answers do. If gold - answer is far from 0 at a point,
-    it is not identically 0, so that verdict is False. Anything else (numbers, percentages,
-    relations, sets, matrices, lone symbols, an evaluation that fails) goes to math-verify.
+    it is not identically 0, so that verdict is False. Anything else (constants with floats,
+    percentages, relations, sets, matrices, lone symbols, an evaluation that fails) goes to
+    math-verify.
     """
-    from sympy import Expr, MatrixExpr, Rational, Symbol, UnevaluatedExpr
+    from sympy import Expr, Float, MatrixExpr, Rational, Symbol, UnevaluatedExpr
 
     if not (isinstance(gold, Expr) and isinstance(answer, Expr)):
         return False
     if isinstance(gold, (Symbol, MatrixExpr)) or isinstance(answer, (Symbol, MatrixExpr)):
         return False
     symbols = sorted(gold.free_symbols | answer.free_symbols, key=str)
-    if not symbols or len(symbols) > 3 or gold.has(UnevaluatedExpr) or answer.has(UnevaluatedExpr):
+    if len(symbols) > 3 or gold.has(UnevaluatedExpr) or answer.has(UnevaluatedExpr):
         return False
-    for probe in _PROBES:
+    if not symbols and (gold.has(Float) or answer.has(Float)):
+        return False  # float_rounding decides those: math-verify's own numeric check, cheap anyway
+    # Constants (`6 \sqrt{5}` against `3 \sqrt{5}`) take the same road: math-verify's numeric
+    # check and then `simplify`, which cannot turn a clearly nonzero difference into 0.
+    for probe in _PROBES if symbols else _PROBES[:1]:
         point = {x: Rational(v.numerator, v.denominator) for x, v in zip(symbols, probe)}
         try:
             a, b = complex(gold.subs(point).evalf(30)), complex(answer.subs(point).evalf(30))
