@@ -215,14 +215,27 @@ def agreement(values: list[float | None], labels: list[float], styles: list[str]
             "by_style": {k: f"{a}/{n}" for k, (a, n) in sorted(by_style.items())}}
 
 
-def _cpu_s(pids: list[int]) -> float:
-    """CPU seconds (user + system) used so far by this process and the given children."""
-    total = time.process_time()
+def _cpu_s(pids: list[int], parent: bool = True) -> float:
+    """CPU seconds (user + system) used so far by this process (unless not `parent`) and the given children."""
+    total = time.process_time() if parent else 0.0
     for pid in pids:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def _wait_until_idle(pids: list[int], quiet_s: float = 0.5, limit_s: float = 60.0) -> float:
+    """Seconds until the workers used no CPU for `quiet_s` (at most `limit_s`)."""
+    start = time.perf_counter()
+    last = _cpu_s(pids, parent=False)
+    while time.perf_counter() - start < limit_s:
+        time.sleep(quiet_s)
+        now = _cpu_s(pids, parent=False)
+        if now == last:
+            break
+        last = now
+    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +265,11 @@ def main(argv: list[str] | None = None) -> int:
         startup = time.perf_counter() - t0
         ours_scores(scorer, warm_samples, args.batch)
         pids = scorer._ensure_pool().pids
+        # An idle worker primes math-verify's parser (`math_check.prime_parser`, once per worker),
+        # as it would while a GRPO step generates; let it finish, and report what it cost.
+        t0, c0 = time.perf_counter(), _cpu_s(pids)
+        priming_s = _wait_until_idle(pids)
+        priming_cpu = _cpu_s(pids) - c0
         t0, c0 = time.perf_counter(), _cpu_s(pids)
         ours = ours_scores(scorer, samples, args.batch)
         ours_t, ours_cpu = time.perf_counter() - t0, _cpu_s(pids) - c0
@@ -262,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         "completions": len(samples), "workers": args.workers, "batch": args.batch,
         "ours_per_s": len(samples) / ours_t, "baseline_per_s": len(samples) / base_t, "ratio": base_t / ours_t,
         "ours_cpu_s": ours_cpu, "baseline_cpu_s": base_cpu, "cpu_ratio": base_cpu / ours_cpu,
-        "pool_startup_s": startup, "ours_agreement": agreement(ours, labels, styles),
+        "pool_startup_s": startup, "idle_priming_s": priming_s, "idle_priming_cpu_s": priming_cpu,
+        "ours_agreement": agreement(ours, labels, styles),
         "baseline_agreement": agreement(base, labels, styles), "sources": dict(sources),
     }
     print(json.dumps(result, indent=2))
