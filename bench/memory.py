@@ -14,6 +14,14 @@ Each configuration runs in its own process. Memory is the process's peak residen
 high-water mark is reset between the two (/proc/self/clear_refs), so a load spike does not hide
 the step's own peak. Linux only.
 
+`--trainer CONFIG [--set key=value ...]` instead runs `--steps` real steps of the trainer on a
+training config (generation, scoring, reference log-probs, policy forward/backward and AdamW, as
+`grpo-train` runs them) and prints each phase's peak RSS, in this process, with the allocator
+settings it was started with:
+
+    python bench/memory.py --trainer examples/smollm2_arith.yaml --set model.gradient_checkpointing=false
+    MALLOC_MMAP_THRESHOLD_=1048576 python bench/memory.py --trainer examples/smollm2_arith.yaml
+
 glibc keeps freed heap memory resident (a no-grad forward of 8 x 288 tokens left ~800 MiB of RSS
 behind after freeing everything), which would measure the allocator rather than the algorithm.
 The children therefore run with MALLOC_MMAP_THRESHOLD_=65536: every allocation over 64 KiB is its
@@ -124,6 +132,40 @@ def run_one(cfg: dict) -> dict:
             "trainable": trainable, "loss": float(loss)}
 
 
+def profile_trainer(config: str, overrides: list[str], steps: int) -> int:
+    """Peak RSS per phase of `steps` real trainer steps (high-water mark reset before each phase)."""
+    import grpo_core.trainer as trainer_module
+    from grpo_core.config import load_config
+
+    def measured(name, fn):
+        def run(*args, **kwargs):
+            reset_peak()
+            before, start = vm_rss_mib(), time.perf_counter()
+            out = fn(*args, **kwargs)
+            print(f"| {step} | {name} | {before:.0f} | {vm_hwm_mib():.0f} | {vm_rss_mib():.0f} "
+                  f"| {time.perf_counter() - start:.1f} |", flush=True)
+            return out
+        return run
+
+    step = "load"
+    reset_peak()
+    start = time.perf_counter()
+    trainer = trainer_module.Trainer(load_config(config, overrides + ["eval_steps=0", "progress=false"]))
+    print(f"malloc: MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_', 'default')}; "
+          f"chunked log-prob path (CompletionLogprobs.fast): {trainer.logprobs.fast}\n")
+    print("| step | phase | RSS before (MiB) | peak RSS (MiB) | RSS after (MiB) | seconds |\n|---|---|---:|---:|---:|---:|")
+    print(f"| load | model, tokenizer, data | 0 | {vm_hwm_mib():.0f} | {vm_rss_mib():.0f} "
+          f"| {time.perf_counter() - start:.1f} |", flush=True)
+    trainer_module.generate = measured("generate", trainer_module.generate)
+    trainer.reward_matrix = measured("score", trainer.reward_matrix)
+    trainer.reference_logprobs = measured("reference log-probs", trainer.reference_logprobs)
+    trainer.optimize = measured("policy fwd + bwd + AdamW", trainer.optimize)
+    for step in range(1, steps + 1):
+        trainer.train_step()
+    trainer.reward.close()
+    return 0
+
+
 CONFIGS = [
     {"mode": m, "logprobs": lp, "checkpointing": ck}
     for m, lp, ck in itertools.product(["full", "lora"], ["naive", "chunked"], [False, True])
@@ -163,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep glibc's malloc defaults (RSS then includes freed memory it keeps)")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run one configuration (JSON)
+    parser.add_argument("--trainer", metavar="CONFIG", help="profile real trainer steps of this config by phase")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (--trainer)")
+    parser.add_argument("--steps", type=int, default=2, help="trainer steps to profile (--trainer)")
     args = parser.parse_args(argv)
+    if args.trainer:
+        return profile_trainer(args.trainer, args.set, args.steps)
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
         return 0

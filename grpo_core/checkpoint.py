@@ -1,6 +1,8 @@
 """Checkpoints: written to a temporary directory, then renamed, so a crash never leaves half of one.
 
-`checkpoint-<step>/` holds the model and tokenizer (`save_pretrained`), `trainer_state.pt`
+`checkpoint-<step>/` holds the model and tokenizer (`save_pretrained`; with LoRA the adapter alone,
+`adapter_model.safetensors`, a few MB: resume rebuilds the base from `model.name_or_path` and
+loads the adapter into it), `trainer_state.pt`
 (optimizer, scheduler, step, data position, the pending rollout when `num_iterations > 1`, the
 logging window) and `rank<r>.pt` per rank (its RNG states: python, numpy, torch, cuda; and its
 share of a pending rollout).
@@ -22,6 +24,7 @@ from grpo_rewards.errors import UserError
 
 PATTERN = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "trainer_state.pt"
+ADAPTER_FILE = "adapter_model.safetensors"  # what peft's save_pretrained writes
 
 
 def rng_state() -> dict[str, Any]:
@@ -75,10 +78,30 @@ def save_checkpoint(output_dir: str | Path, step: int, model: Any, tokenizer: An
     return final
 
 
-def load_weights(model: torch.nn.Module, directory: Path) -> None:
-    """Load `model.safetensors` into `model`; keys left out because they are tied to saved ones are fine."""
+def load_adapter_weights(model: torch.nn.Module, directory: Path) -> None:
+    """Load a checkpoint's adapter into `model`, a peft model whose base is already built."""
+    from peft import PeftModel, set_peft_model_state_dict
     from safetensors.torch import load_file
 
+    if not isinstance(model, PeftModel):
+        raise UserError(f"{directory}: holds a LoRA adapter, but the configured model has no `lora:` section")
+    try:
+        result = set_peft_model_state_dict(model, load_file(directory / ADAPTER_FILE, device="cpu"))
+    except RuntimeError as exc:  # size mismatch: another rank or other target modules
+        raise UserError(f"{directory}: the adapter does not fit the configured `lora:` section ({exc})") from None
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    if result.unexpected_keys or missing:
+        raise UserError(f"{directory}: the adapter does not fit the configured `lora:` section "
+                        f"(missing {missing[:5]}, unexpected {result.unexpected_keys[:5]})")
+
+
+def load_weights(model: torch.nn.Module, directory: Path) -> None:
+    """Load `model.safetensors` into `model`; keys left out because they are tied to saved ones are fine.
+    A LoRA checkpoint (the adapter alone) loads into the adapter of `model`, a peft model."""
+    from safetensors.torch import load_file
+
+    if (directory / ADAPTER_FILE).is_file():
+        return load_adapter_weights(model, directory)
     files = sorted(directory.glob("model*.safetensors"))
     if not files:
         raise UserError(f"{directory}: no model weights (model.safetensors)")

@@ -240,6 +240,11 @@ class ArithWordsParams(BaseModel):
     system_prompt: bool = Field(True, description="Put the format instruction in a system message (else in the user turn).")
     shots: int = Field(2, ge=0, le=2, description="Worked examples given as earlier chat turns (few-shot); "
                        "a 135M model rarely follows the format without them.")
+    mixed_shots: bool = Field(
+        False, description="Training prompts get a seeded random 0 to `shots` worked examples each, so some are "
+        "zero-shot: the examples give the first rewards, the zero-shot prompts carry the format over.")
+    eval_shots: int | None = Field(None, ge=0, le=2, description="Worked examples in held-out prompts "
+                                   "(default: `shots`); 0 measures the format without examples to copy.")
 
 
 # Short on purpose: every prompt token is paid for in each forward of training.
@@ -273,7 +278,9 @@ def _word_problem(rng: random.Random, op: str, max_operand: int) -> tuple[str, i
 
 @register_task("arith_words", params=ArithWordsParams)
 def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
-                operations: list[str] | None = None, system_prompt: bool = True, shots: int = 2) -> list[dict[str, Any]]:
+                operations: list[str] | None = None, system_prompt: bool = True, shots: int = 2,
+                mixed_shots: bool = False,
+                eval_shots: int | None = None) -> list[dict[str, Any]]:
     """Word problems as chat messages, with the gold `answer`; deterministic for (split, seed).
 
     Train and held-out problems are drawn from one fixed stream and split by a hash of the problem
@@ -281,6 +288,11 @@ def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
     """
     operations = operations or ["add", "sub"]
     rng = random.Random(f"arith_words-{seed}-{split}")
+    # A stream of its own, so the choice of shots never changes which problems are drawn.
+    shot_rng = random.Random(f"arith_words-shots-{seed}-{split}")
+    if split != "train" and eval_shots is not None:
+        shots = eval_shots
+    mixed = mixed_shots and split == "train"
     want = size or (1000 if split == "train" else 100)
     records, seen = [], set()
     for _ in range(want * 50):
@@ -291,15 +303,17 @@ def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
         if text in seen or held_out != (split != "train"):
             continue
         seen.add(text)
-        records.append({"prompt": _arith_words_messages(text, system_prompt, shots), "answer": str(answer)})
+        n_shots = shot_rng.randint(0, shots) if mixed else shots
+        messages = _arith_words_messages(text, system_prompt, n_shots, ARITH_WORDS_INSTRUCTION)
+        records.append({"prompt": messages, "answer": str(answer)})
     return records
 
 
-def _arith_words_messages(text: str, system_prompt: bool, shots: int) -> list[dict[str, str]]:
+def _arith_words_messages(text: str, system_prompt: bool, shots: int, instruction: str) -> list[dict[str, str]]:
     turns = [(q, a) for q, a in _SHOTS[:shots]] + [(text, None)]
     if not system_prompt:  # the instruction opens the first user turn instead
-        turns[0] = (f"{ARITH_WORDS_INSTRUCTION}\n\n{turns[0][0]}", turns[0][1])
-    messages = [{"role": "system", "content": ARITH_WORDS_INSTRUCTION}] if system_prompt else []
+        turns[0] = (f"{instruction}\n\n{turns[0][0]}", turns[0][1])
+    messages = [{"role": "system", "content": instruction}] if system_prompt else []
     for question, reply in turns:
         messages.append({"role": "user", "content": question})
         if reply is not None:

@@ -2,8 +2,9 @@
 
 With LoRA the frozen base weights *are* the reference model of GRPO's KL term: the reference
 forward runs the same module with the adapter switched off (`reference_mode`), so no second copy
-of the weights is ever loaded. Saving writes either the adapter alone (a few MB; needs the base to
-load) or the merged model (a plain checkpoint any tool loads).
+of the weights is ever loaded. The final model is either the adapter alone (a few MB; needs the
+base to load) or the merged model (a plain checkpoint any tool loads): `merge_on_save` (in a
+training config also `save: adapter | merged`). Checkpoints always hold the adapter alone.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ class LoraSettings(BaseModel):
     )
     merge_on_save: bool = Field(
         True,
-        description="Final model saved with the adapter merged into the base weights (a plain model); "
-        "false saves the adapter alone. Checkpoints always hold the adapter alone.",
+        description="The final model (`output_dir/final`): true merges the adapter into the base weights (a "
+        "plain model directory), false saves the adapter alone (a few MB; load it onto the base). A training "
+        "config may say `save: merged` or `save: adapter` instead (give one of the two). Checkpoints "
+        "(`checkpoint-N`) hold the adapter alone either way; resume rebuilds the base from the model source.",
     )
 
 

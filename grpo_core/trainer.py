@@ -275,9 +275,10 @@ class Trainer:
         rank_state = {"rollout": self.rollout.state() if pending else None,
                       "rollout_stats": self.rollout_stats, "dapo_tokens": getattr(self, "dapo_tokens", 1.0)}
         self.saved_step = self.step
-        # With LoRA `self.lm` is the model with its adapter layers injected: its state dict holds base and
-        # adapter weights under their module paths, which `restore` loads back into the same structure.
-        return ckpt.save_checkpoint(self.out, self.step, self.lm, self.tokenizer, state, rank_state,
+        # With LoRA the peft model saves the adapter alone: the frozen base is rebuilt from the model
+        # source on resume, so checkpoints are a few MB instead of a full copy of the weights.
+        weights = self.policy if self.lora else self.lm
+        return ckpt.save_checkpoint(self.out, self.step, weights, self.tokenizer, state, rank_state,
                                     self.rt.rank, self.rt.world_size, self.cfg.save_total_limit)
 
     def save_final(self, directory: Path) -> Path:
@@ -287,7 +288,7 @@ class Trainer:
         return save_model(self.policy, self.tokenizer, directory, merged=not self.lora or self.cfg.lora.merge_on_save)
 
     def restore(self, directory: Path) -> None:
-        state, rank_state = ckpt.load_checkpoint(directory, self.lm, self.rt.rank)
+        state, rank_state = ckpt.load_checkpoint(directory, self.policy if self.lora else self.lm, self.rt.rank)
         if state["world_size"] != self.rt.world_size:
             raise UserError(f"{directory} was written by {state['world_size']} ranks; resume with as many")
         self.step, self.iteration = state["step"], state["iteration"]
