@@ -304,16 +304,15 @@ def arith_words(split: str, size: int | None, seed: int, max_operand: int = 20,
             continue
         seen.add(text)
         n_shots = shot_rng.randint(0, shots) if mixed else shots
-        messages = _arith_words_messages(text, system_prompt, n_shots, ARITH_WORDS_INSTRUCTION)
-        records.append({"prompt": messages, "answer": str(answer)})
+        records.append({"prompt": _arith_words_messages(text, system_prompt, n_shots), "answer": str(answer)})
     return records
 
 
-def _arith_words_messages(text: str, system_prompt: bool, shots: int, instruction: str) -> list[dict[str, str]]:
+def _arith_words_messages(text: str, system_prompt: bool, shots: int) -> list[dict[str, str]]:
     turns = [(q, a) for q, a in _SHOTS[:shots]] + [(text, None)]
     if not system_prompt:  # the instruction opens the first user turn instead
-        turns[0] = (f"{instruction}\n\n{turns[0][0]}", turns[0][1])
-    messages = [{"role": "system", "content": instruction}] if system_prompt else []
+        turns[0] = (f"{ARITH_WORDS_INSTRUCTION}\n\n{turns[0][0]}", turns[0][1])
+    messages = [{"role": "system", "content": ARITH_WORDS_INSTRUCTION}] if system_prompt else []
     for question, reply in turns:
         messages.append({"role": "user", "content": question})
         if reply is not None:

@@ -71,7 +71,7 @@ def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tenso
     Under autocast the copy is made in its dtype: autocast would otherwise cast every weight again
     at every decode step (it caches casts only while grad is enabled), which costs more than the
     matmuls of a small model; the products are the same. Each weight is copied once, converting
-    on the way (a `cat` then a cast moved three times the bytes: ~70 ms per rollout at 20M).
+    on the way (a `cat` then a cast took 11-24 ms per rollout at 20M, this 5 ms; measured).
     """
     def joined(parts: list[torch.Tensor]) -> torch.Tensor:
         if len(parts) == 1:

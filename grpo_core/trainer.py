@@ -92,8 +92,10 @@ class Trainer:
         # The LM with its LoRA layers injected (peft's wrapper forwards to it); the policy itself without LoRA.
         self.lm = self.policy.get_base_model() if self.lora else self.policy
         self.trainable = [p for p in self.policy.parameters() if p.requires_grad]
-        self.ref = CompletionLogprobs(frozen_copy(self.policy, self.rt.autocast_dtype), cfg.temperature, cfg.logprob_chunk_mib) \
-            if cfg.beta != 0.0 and not self.lora else None  # never loaded when beta == 0
+        self.ref = None  # never loaded when beta == 0
+        if cfg.beta != 0.0 and not self.lora:
+            self.ref = CompletionLogprobs(frozen_copy(self.policy, self.rt.autocast_dtype), cfg.temperature,
+                                          cfg.logprob_chunk_mib)
         self.logprobs = CompletionLogprobs(self.lm, cfg.temperature, cfg.logprob_chunk_mib)
         self.model: torch.nn.Module = self.logprobs
         if self.rt.world_size > 1:
