@@ -6,6 +6,7 @@ group (NCCL on CUDA, gloo otherwise) and uses cuda:LOCAL_RANK when on CUDA.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import json
@@ -68,9 +69,23 @@ def setup_runtime(device: str, bf16: bool | None, threads: int | None = None) ->
         torch.backends.cuda.matmul.allow_tf32 = True
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        atexit.register(close_process_group)
     if bf16 is None:  # auto: only where bf16 is native and fast
         bf16 = dev.type == "cuda" and torch.cuda.is_bf16_supported()
     return Runtime(dev, rank, world_size, torch.bfloat16 if bf16 else None)
+
+
+def close_process_group() -> None:
+    """Leave the process group cleanly (idempotent; registered at exit by `setup_runtime`).
+
+    The barrier first: gloo's worker thread frees a finished collective's tensors later, and needs
+    the GIL for it; destroying the group while holding the GIL joins that thread and can deadlock
+    (seen: a rank hung forever at exit after its last all_gather). Waiting in a barrier releases the
+    GIL until every rank is there.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from grpo_core.config import load_config
+from grpo_core.model import close_process_group
 from grpo_core.rollout import Rollout, completion_mask
 from grpo_core.trainer import Trainer
 
@@ -81,7 +82,7 @@ def main() -> None:
         (out / "result.json").write_text(json.dumps(
             {"world_size": world, "fixed_losses": losses, "max_param_diff_across_ranks": max_diff,
              "steps": summary["step"], "moved": float((params - before).abs().max())}))
-    dist.destroy_process_group()
+    close_process_group()
 
 
 if __name__ == "__main__":
