@@ -184,7 +184,10 @@ def test_real_ctrl_c_in_a_subprocess_leaves_no_partial_output(helpers_site, tmp_
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen([cli_path(), "score", "--spec", str(spec), "--input", str(src), "--output", str(out),
                              "--batch-size", "1", "--no-progress"], env=subprocess_env(helpers_site),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # A suite started in the background (`cmd &`) inherits SIGINT ignored,
+                            # and so would the CLI: give it the terminal's default.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not any(p.name.endswith(".part") for p in tmp_path.iterdir()):  # scoring has begun
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
