@@ -8,7 +8,8 @@ gate/up projections fused into one matmul each, RMSNorm as one `F.rms_norm`. The
 (temperature, then top-k, then top-p, then `multinomial` on the softmax), so a seeded run picks
 the same tokens as `generate`. It runs on grpo_core.llama's module and on transformers' classes
 alike (the same module tree). Under autocast the snapshot of the weights is made in the autocast
-dtype. Other architectures, sliding-window attention and `generation_backend: hf` use HF `generate`.
+dtype, and in bf16 on the CPU laid out once for oneDNN (`_Projection`). Other architectures,
+sliding-window attention and `generation_backend: hf` use HF `generate`.
 """
 
 from __future__ import annotations
@@ -88,6 +89,39 @@ def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tenso
     return joined([lin.weight for lin in linears]), bias
 
 
+def _packable(weight: torch.Tensor) -> bool:
+    """Whether oneDNN can hold `weight` prepacked with bitwise the products of F.linear (bf16 on a CPU
+    with native bf16 matmuls, where F.linear itself runs oneDNN's kernel)."""
+    if weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without these ops
+        return False
+
+
+class _Projection:
+    """`x @ W.T + b` for one or several fused linears (see `_fused`), W held as the decode loop needs it.
+
+    Why prepacked: given a plain-layout bf16 weight, oneDNN reorders it into its blocked layout on
+    every call. A decode step of a small batch is bound by reading the weights, and that reorder
+    nearly doubled the matmul time (20M model, 8 rows: 6.0 -> 3.2 ms per token, measured). The
+    weight is reordered once per rollout instead; the products are bitwise F.linear's
+    (tests/test_rollout.py). Float32 keeps F.linear: oneDNN's float32 kernel rounds differently
+    from the BLAS one, and float32 decoding picks the same tokens as HF `generate`.
+    """
+
+    def __init__(self, *linears: Any, dtype: torch.dtype | None, rows: int) -> None:
+        weight, self.bias = _fused(*linears, dtype=dtype)
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows) if _packable(weight) else None
+        self.weight = weight if self.packed is None else None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None:
+            return F.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
 class _Layer:
     """One decoder layer over a preallocated cache: (B, T, H) in, (B, T, H) out.
 
@@ -96,18 +130,19 @@ class _Layer:
     dtype. q and k are rotated together (one set of ops for both), attention runs in float32.
     """
 
-    def __init__(self, layer: Any, length: int, dtype: torch.dtype | None) -> None:
+    def __init__(self, layer: Any, length: int, dtype: torch.dtype | None, rows: int) -> None:
         self.layer, attn, mlp = layer, layer.self_attn, layer.mlp
         self.rotate_half = getattr(sys.modules[type(attn).__module__], "rotate_half")
         self.head_dim, self.scaling, self.dtype = attn.head_dim, attn.scaling, dtype
         self.heads = [attn.q_proj.out_features // self.head_dim, attn.k_proj.out_features // self.head_dim]
-        self.qkv = _fused(attn.q_proj, attn.k_proj, attn.v_proj, dtype=dtype)
-        self.o_proj = _fused(attn.o_proj, dtype=dtype)
+        self.qkv = _Projection(attn.q_proj, attn.k_proj, attn.v_proj, dtype=dtype, rows=rows)
+        self.o_proj = _Projection(attn.o_proj, dtype=dtype, rows=rows)
         self.q_norm = _norm(attn.q_norm) if hasattr(attn, "q_norm") else None  # Qwen3: RMSNorm per head
         self.k_norm = _norm(attn.k_norm) if hasattr(attn, "k_norm") else None
         self.norm1, self.norm2 = _norm(layer.input_layernorm), _norm(layer.post_attention_layernorm)
-        self.gate_up = _fused(mlp.gate_proj, mlp.up_proj, dtype=dtype) if hasattr(mlp, "gate_proj") else None
-        self.down = _fused(mlp.down_proj, dtype=dtype) if hasattr(mlp, "down_proj") else None
+        has_gate = hasattr(mlp, "gate_proj")
+        self.gate_up = _Projection(mlp.gate_proj, mlp.up_proj, dtype=dtype, rows=rows) if has_gate else None
+        self.down = _Projection(mlp.down_proj, dtype=dtype, rows=rows) if hasattr(mlp, "down_proj") else None
         self.length = length
         self.keys = self.values = None
 
@@ -117,13 +152,13 @@ class _Layer:
     def mlp(self, h: torch.Tensor) -> torch.Tensor:
         if self.gate_up is None:
             return self.layer.mlp(h)
-        gate, up = F.linear(self.cast(h), *self.gate_up).chunk(2, -1)
-        return F.linear(self.layer.mlp.act_fn(gate) * up, *self.down)
+        gate, up = self.gate_up(self.cast(h)).chunk(2, -1)
+        return self.down(self.layer.mlp.act_fn(gate) * up)
 
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                  start: int) -> torch.Tensor:
         b, t, d = x.size(0), x.size(1), self.head_dim
-        qkv = F.linear(self.cast(self.norm1(x)), *self.qkv)                          # (B, T, (H+2KV)*D)
+        qkv = self.qkv(self.cast(self.norm1(x)))                                       # (B, T, (H+2KV)*D)
         qk = qkv[..., :sum(self.heads) * d].view(b, t, -1, d)                          # (B, T, H+KV, D)
         v = qkv[..., sum(self.heads) * d:].view(b, t, -1, d).transpose(1, 2)           # (B, KV, T, D)
         if self.q_norm is not None:
@@ -141,7 +176,7 @@ class _Layer:
         # compile a kernel per shape (~1.5 MiB each, kept: +52 MiB over one 32-token rollout of
         # the 2M bench model, measured); its cost is small next to the projections'.
         out = attention(q.float(), self.keys[:, :, :end], self.values[:, :, :end], mask, self.scaling)
-        x = x + F.linear(self.cast(out.transpose(1, 2).reshape(b, t, -1)), *self.o_proj)
+        x = x + self.o_proj(self.cast(out.transpose(1, 2).reshape(b, t, -1)))
         return x + self.mlp(self.norm2(x))
 
 
@@ -154,12 +189,13 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
     p = prompt_ids.size(1)
     dtype = _matmul_dtype(prompt_ids.device)
     with torch.autocast(prompt_ids.device.type, enabled=False):  # casts are explicit, see _Layer
-        return _sample(body, head, [_Layer(layer, p + max_new_tokens, dtype) for layer in body.layers],
-                       _fused(head, dtype=dtype), dtype, prompt_ids, prompt_mask, max_new_tokens, eos_ids, pad_id,
+        rows = prompt_ids.size(0)  # what the weights are laid out for: the decode steps' batch
+        return _sample(body, head, [_Layer(layer, p + max_new_tokens, dtype, rows) for layer in body.layers],
+                       _Projection(head, dtype=dtype, rows=rows), dtype, prompt_ids, prompt_mask, max_new_tokens, eos_ids, pad_id,
                        do_sample, temperature, top_k, top_p)
 
 
-def _sample(body: Any, head: Any, layers: list[_Layer], head_weight: tuple, dtype: torch.dtype | None,
+def _sample(body: Any, head: Any, layers: list[_Layer], head_proj: _Projection, dtype: torch.dtype | None,
             prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int, eos_ids: torch.Tensor,
             pad_id: int, do_sample: bool, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
     b, p = prompt_ids.shape
@@ -180,7 +216,7 @@ def _sample(body: Any, head: Any, layers: list[_Layer], head_weight: tuple, dtyp
         for layer in layers:
             x = layer(x, cos, sin, attend, start)
         h = body.norm(x[:, -1])
-        scores = F.linear(h if dtype is None else h.to(dtype), *head_weight).float()  # (B, V)
+        scores = head_proj(h if dtype is None else h.to(dtype)).float()               # (B, V)
         if do_sample:
             scores = _filter_logits(scores, temperature, top_k, top_p)
             token = torch.multinomial(scores.softmax(-1), 1).squeeze(1)

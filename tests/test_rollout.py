@@ -148,3 +148,38 @@ def test_lean_decode_picks_the_same_tokens_as_hf_generate(kind, sampling):
         torch.manual_seed(5)
         results[backend] = generate(model, ids, mask, config, eos, backend)
     assert torch.equal(results["hf"][0], results["auto"][0]) and torch.equal(results["hf"][1], results["auto"][1])
+
+
+def test_prepacked_bf16_projections_are_bitwise_f_linear():
+    from grpo_core import decode
+
+    gen = torch.Generator().manual_seed(0)
+    linears = [torch.nn.Linear(24, n, bias=True) for n in (16, 8)]
+    projection = decode._Projection(*linears, dtype=torch.bfloat16, rows=6)
+    if not decode._packable(torch.zeros(1, dtype=torch.bfloat16)):
+        pytest.skip("no native bf16 oneDNN matmul on this CPU: the decode loop keeps F.linear")
+    assert projection.packed is not None and projection.weight is None
+    weight = torch.cat([lin.weight for lin in linears]).bfloat16()
+    bias = torch.cat([lin.bias for lin in linears]).bfloat16()
+    for shape in [(6, 1, 24), (6, 9, 24), (1, 1, 24)]:  # decode steps, a prompt, another batch size
+        x = torch.randn(*shape, generator=gen).bfloat16()
+        assert torch.equal(projection(x), torch.nn.functional.linear(x, weight, bias))
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_bf16_decode_picks_the_same_tokens_with_and_without_prepacked_weights(kind, monkeypatch):
+    from grpo_core import decode
+
+    tokenizer = char_tokenizer()
+    model = small_decoder(kind, len(tokenizer), tokenizer)
+    rows = encode_prompts(["1+2=", "33+4=", "5="], tokenizer, 8)
+    ids, mask = left_pad([r for r in rows for _ in range(3)], tokenizer.pad_token_id, torch.device("cpu"))
+    eos = torch.tensor([tokenizer.eos_token_id])
+    config = generation_config(tokenizer, [tokenizer.eos_token_id], 10, True, 0.9, 1.0, 0)
+    results = []
+    for packable in (decode._packable, lambda weight: False):
+        monkeypatch.setattr(decode, "_packable", packable)
+        torch.manual_seed(5)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            results.append(generate(model, ids, mask, config, eos))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
