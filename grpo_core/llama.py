@@ -124,6 +124,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if q.device.type != "cpu" or not low_precision:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale,
                                               enable_gqa=q.size(1) != k.size(1))
+    device = q.device.type
+    if torch.is_autocast_enabled(device):  # the casts autocast would make in the products, made once
+        if q.size(1) != k.size(1):  # before the cast, as autocast would (the heads' gradients sum in float32)
+            k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
+        dtype = torch.get_autocast_dtype(device)
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    with torch.autocast(device, enabled=False):
+        if dropout == 0.0 and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+            return _RecomputedAttention.apply(q, k, v, mask, scale)
+        return _explicit_attention(q, k, v, mask, scale, dropout)
+
+
+def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
+                        dropout: float = 0.0) -> torch.Tensor:
     if q.size(1) != k.size(1):
         k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale                                  # (B, heads, T, S)
@@ -131,6 +145,38 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if dropout:
         probs = F.dropout(probs, dropout)
     return torch.matmul(probs, v)
+
+
+class _RecomputedAttention(torch.autograd.Function):
+    """`_explicit_attention` (no dropout), saving q, k, v and the mask only: autograd would also keep
+    the attention probabilities twice, in float32 for the softmax and in v's dtype for the second
+    product (12 MiB of the 20M bench model's saved activations, measured). As FlashAttention does,
+    the backward recomputes them, with the same ops (a small share of a layer's arithmetic), and
+    differentiates those, so the gradients are bitwise autograd's."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                scale: float) -> torch.Tensor:
+        ctx.save_for_backward(q, k, v, mask)
+        ctx.scale = scale
+        return _explicit_attention(q, k, v, mask, scale)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        *inputs, mask = ctx.saved_tensors
+        needs = ctx.needs_input_grad[:3]
+        with torch.enable_grad():
+            q, k, v = (t.detach().requires_grad_(need) for t, need in zip(inputs, needs))
+            _backward_from(_explicit_attention(q, k, v, mask, ctx.scale), grad)
+        return q.grad, k.grad, v.grad, None, None
+
+
+def _backward_from(out: torch.Tensor, grad: torch.Tensor) -> None:
+    """Backpropagate `grad` from `out` (recomputed inside a custom backward) to its leaves.
+
+    `(out * grad).sum()` hands `out` exactly `grad`; torch.autograd.grad(out, ..., grad) would too,
+    but it imports torch.fx's symbolic shapes and with them sympy (tens of MiB)."""
+    (out * grad).sum().backward()
 
 
 def cast_for_matmuls(x: torch.Tensor) -> torch.Tensor:
@@ -180,22 +226,40 @@ class Linear(nn.Linear):
         return super().forward(x)
 
 
-class SwiGLU(torch.autograd.Function):
-    """silu(gate) * up, saving only gate and up for backward (autograd would also keep silu(gate)
-    and the product: two more (B, T, intermediate) tensors per layer; the 20M bench model's saved
-    activations went from 158 to 135 MiB, measured)."""
+class SwiGLUDown(torch.autograd.Function):
+    """`down(silu(gate) * up)` with down's weight in `dtype` (autocast's, or its own), saving only gate,
+    up and down's float32 weight.
+
+    Autograd would also keep silu(gate), the product (down's input) and, under autocast, down's
+    low-precision weight: per layer three more (B, T, intermediate) tensors and a weight copy (the 20M
+    bench model's saved activations: 158 -> 135 MiB without the first two, 14 MiB less again without
+    the product, measured). The backward recomputes silu(gate) and the product with the forward's ops
+    (bitwise the same) and runs the ops autograd would, so the gradients are autograd's.
+    """
 
     @staticmethod
-    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(gate, up)
-        return F.silu(gate) * up
+    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                dtype: torch.dtype) -> torch.Tensor:
+        ctx.save_for_backward(gate, up, weight)
+        ctx.dtype, ctx.bias_dtype = dtype, None if bias is None else bias.dtype
+        product = (F.silu(gate) * up).to(dtype)                                            # (B, T, I)
+        return F.linear(product, weight.to(dtype), None if bias is None else bias.to(dtype))
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # The ops autograd would run (silu recomputed, bitwise equal to the forward's), so the
-        # gradients are bitwise autograd's too.
-        gate, up = ctx.saved_tensors
-        return torch.ops.aten.silu_backward(grad * up, gate), grad * F.silu(gate)
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        gate, up, weight = ctx.saved_tensors
+        silu = F.silu(gate)
+        rows = grad.reshape(-1, grad.size(-1))                                              # (N, H)
+        grad_w = grad_b = None
+        if ctx.needs_input_grad[2]:
+            product = (silu * up).to(ctx.dtype)
+            grad_w = rows.t().mm(product.reshape(-1, product.size(-1))).to(weight.dtype)    # (H, I)
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
+            grad_b = rows.sum(0).to(ctx.bias_dtype)
+        grad_product = grad.matmul(weight.to(ctx.dtype)).to(gate.dtype)                     # (B, T, I)
+        grad_gate = torch.ops.aten.silu_backward(grad_product * up, gate) if ctx.needs_input_grad[0] else None
+        grad_up = grad_product * silu if ctx.needs_input_grad[1] else None
+        return grad_gate, grad_up, grad_w, grad_b, None
 
 
 class RotaryEmbedding(nn.Module):
@@ -216,6 +280,31 @@ class RotaryEmbedding(nn.Module):
         return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
 
 
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype)
+
+
+class _RecomputedRMSNorm(torch.autograd.Function):
+    """`_rms_norm`, saving only its input: autograd would also keep the normalised input for the
+    weight's gradient, one (B, T, H) float32 tensor per norm (15 MiB of the 20M bench model's saved
+    activations, measured). The backward recomputes the norm with the same ops and differentiates
+    them, so the gradients are bitwise autograd's; the recomputation is a few elementwise ops."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.eps = eps
+        return _rms_norm(x, weight, eps)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        needs = ctx.needs_input_grad[:2]
+        with torch.enable_grad():
+            x, weight = (t.detach().requires_grad_(need) for t, need in zip(ctx.saved_tensors, needs))
+            _backward_from(_rms_norm(x, weight, ctx.eps), grad)
+        return x.grad, weight.grad, None
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -223,7 +312,9 @@ class RMSNorm(nn.Module):
         self.variance_epsilon = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * F.rms_norm(x.float(), self.weight.shape, None, self.variance_epsilon).to(x.dtype)
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+            return _RecomputedRMSNorm.apply(x, self.weight, self.variance_epsilon)
+        return _rms_norm(x, self.weight, self.variance_epsilon)
 
 
 class Attention(nn.Module):
@@ -267,9 +358,13 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = cast_for_matmuls(x)
         gate, up = self.gate_proj(x), self.up_proj(x)
-        if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad):
-            return self.down_proj(SwiGLU.apply(gate, up))
-        return self.down_proj(F.silu(gate) * up)
+        down = self.down_proj
+        if torch.is_grad_enabled() and type(down) is Linear and (gate.requires_grad or down.weight.requires_grad):
+            device = x.device.type
+            dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else down.weight.dtype
+            with torch.autocast(device, enabled=False):  # the casts autocast would make are explicit
+                return SwiGLUDown.apply(gate, up, down.weight, down.bias, dtype)
+        return down(F.silu(gate) * up)  # no grad, or a down projection wrapped by peft (LoRA)
 
 
 class DecoderLayer(nn.Module):

@@ -49,5 +49,8 @@ def test_two_cpu_ranks_agree_with_each_other_and_with_one_process(tmp_path):
     assert losses == pytest.approx(result["fixed_losses"], abs=1e-5)
     assert all(abs(x) > 1e-3 for x in losses)
     ddp_params = torch.load(tmp_path / "fixed_step.pt")
+    # Within 1% of one Adam step (lr 1e-2): Adam divides by sqrt(v), so where an element's gradient is
+    # near zero, the rounding of 2 x 4 rows against 8 moves its update by up to ~0.2% of a step (seen:
+    # 2.2e-5 on one element of 20,000, every other one under 3e-6).
     for name, value in single.policy.state_dict().items():
-        assert torch.allclose(value, ddp_params[name], atol=1e-5), name
+        assert torch.allclose(value, ddp_params[name], atol=1e-4, rtol=0), name

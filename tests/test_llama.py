@@ -112,6 +112,63 @@ def test_bf16_reference_copy_gives_the_same_logprobs_under_autocast():
         assert torch.equal(a[mask.bool()], b[mask.bool()])
 
 
+def saved_bytes(fn, *args):
+    """(output, bytes of the tensors autograd saves for the backward of `fn(*args)`)."""
+    sizes = []
+
+    def pack(t):
+        sizes.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*args)
+    return out, sum(sizes)
+
+
+def leaves(*shapes, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=gen).to(dtype).requires_grad_() for s in shapes]
+
+
+def plain_mlp(gate, up, weight):
+    return torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, weight)
+
+
+def plain_attention(q, k, v, mask, scale):
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    return torch.matmul(scores.float().masked_fill(~mask, -float("inf")).softmax(-1).to(v.dtype), v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("part", ["norm", "mlp", "attention"])
+def test_recomputing_functions_save_less_and_give_autograds_gradients(part, dtype):
+    # Each of grpo_core.llama's autograd functions keeps fewer tensors for the backward than plain
+    # autograd would and recomputes the rest; the values and gradients must be bitwise autograd's.
+    mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
+    if part == "norm":
+        shapes, eps = [(2, 5, 16), (16,)], 1e-6
+        ours = lambda x, w: llama._RecomputedRMSNorm.apply(x, w, eps)  # noqa: E731
+        plain = lambda x, w: llama._rms_norm(x, w, eps)  # noqa: E731
+    elif part == "mlp":
+        shapes = [(2, 5, 24), (2, 5, 24), (16, 24)]
+        ours = lambda g, u, w: llama.SwiGLUDown.apply(g, u, w, None, dtype)  # noqa: E731
+        plain = plain_mlp
+    else:
+        shapes = [(2, 4, 5, 8), (2, 4, 5, 8), (2, 4, 5, 8)]
+        ours = lambda q, k, v: llama._RecomputedAttention.apply(q, k, v, mask, 0.3)  # noqa: E731
+        plain = lambda q, k, v: plain_attention(q, k, v, mask, 0.3)  # noqa: E731
+    results = []
+    for fn in (ours, plain):
+        inputs = leaves(*shapes, dtype=dtype)
+        out, saved = saved_bytes(fn, *inputs)
+        out.backward(torch.ones_like(out) * torch.linspace(-1, 1, out.size(-1), dtype=out.dtype))
+        results.append((out, saved, [t.grad for t in inputs]))
+    (out, saved, grads), (plain_out, plain_saved, plain_grads) = results
+    assert torch.equal(out, plain_out)
+    assert all(torch.equal(a, b) for a, b in zip(grads, plain_grads))
+    assert saved < plain_saved
+
+
 def llama_from(hf):
     native = llama.CausalLM(llama.Config.from_dict(hf.config.to_dict()))
     native.load_state_dict(hf.state_dict())
