@@ -125,9 +125,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale,
                                               enable_gqa=q.size(1) != k.size(1))
     device = q.device.type
+    if q.size(1) != k.size(1):  # before autocast's cast, as autocast would (the heads' gradients sum in float32)
+        k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
     if torch.is_autocast_enabled(device):  # the casts autocast would make in the products, made once
-        if q.size(1) != k.size(1):  # before the cast, as autocast would (the heads' gradients sum in float32)
-            k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
         dtype = torch.get_autocast_dtype(device)
         q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     with torch.autocast(device, enabled=False):
@@ -138,8 +138,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 
 def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float,
                         dropout: float = 0.0) -> torch.Tensor:
-    if q.size(1) != k.size(1):
-        k, v = (t.repeat_interleave(q.size(1) // k.size(1), dim=1) for t in (k, v))
+    """transformers' `eager` attention over as many k/v heads as q heads."""
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale                                  # (B, heads, T, S)
     probs = scores.float().masked_fill(~mask, -float("inf")).softmax(-1).to(v.dtype)
     if dropout:
@@ -148,11 +147,15 @@ def _explicit_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask:
 
 
 class _RecomputedAttention(torch.autograd.Function):
-    """`_explicit_attention` (no dropout), saving q, k, v and the mask only: autograd would also keep
-    the attention probabilities twice, in float32 for the softmax and in v's dtype for the second
-    product (12 MiB of the 20M bench model's saved activations, measured). As FlashAttention does,
-    the backward recomputes them, with the same ops (a small share of a layer's arithmetic), and
-    differentiates those, so the gradients are bitwise autograd's."""
+    """`_explicit_attention` without dropout or grouped heads, saving q, k, v and the mask only.
+
+    Autograd would also keep the attention probabilities twice, in float32 for the softmax and in
+    v's dtype for the second product (12 MiB of the 20M bench model's saved activations,
+    measured). As FlashAttention does, the backward recomputes them with the forward's ops and
+    then runs, op by op, what autograd runs for `_explicit_attention`, so the gradients are bitwise
+    autograd's (tests/test_llama.py). Written out rather than differentiated again with autograd:
+    a nested backward per layer cost 5% of the 2M bench model's step (measured).
+    """
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
@@ -163,20 +166,20 @@ class _RecomputedAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        *inputs, mask = ctx.saved_tensors
-        needs = ctx.needs_input_grad[:3]
-        with torch.enable_grad():
-            q, k, v = (t.detach().requires_grad_(need) for t, need in zip(inputs, needs))
-            _backward_from(_explicit_attention(q, k, v, mask, ctx.scale), grad)
-        return q.grad, k.grad, v.grad, None, None
-
-
-def _backward_from(out: torch.Tensor, grad: torch.Tensor) -> None:
-    """Backpropagate `grad` from `out` (recomputed inside a custom backward) to its leaves.
-
-    `(out * grad).sum()` hands `out` exactly `grad`; torch.autograd.grad(out, ..., grad) would too,
-    but it imports torch.fx's symbolic shapes and with them sympy (tens of MiB)."""
-    (out * grad).sum().backward()
+        q, k, v, mask = ctx.saved_tensors
+        b, h, t, d = q.shape
+        flat = lambda x: x.reshape(b * h, x.size(-2), x.size(-1))  # noqa: E731 - (B*heads, rows, cols)
+        q3, k3, v3, grad3 = flat(q), flat(k), flat(v), flat(grad)
+        scores = torch.bmm(q3, k3.transpose(1, 2)).view(b, h, t, -1) * ctx.scale           # (B, heads, T, S)
+        probs32 = scores.float().masked_fill(~mask, -float("inf")).softmax(-1)
+        probs3 = flat(probs32.to(v.dtype))
+        grad_v = probs3.transpose(1, 2).bmm(grad3).view(v.shape)
+        grad_probs = grad3.bmm(v3.transpose(1, 2)).view(b, h, t, -1).float()
+        grad_scores = torch._softmax_backward_data(grad_probs, probs32, -1, torch.float32)
+        grad_scores = flat(grad_scores.masked_fill(~mask, 0).to(q.dtype) * ctx.scale)      # (B*heads, T, S)
+        grad_q = grad_scores.bmm(k3).view(q.shape)
+        grad_k = q3.transpose(1, 2).bmm(grad_scores).transpose(1, 2).reshape(k.shape)
+        return grad_q, grad_k, grad_v, None, None
 
 
 def cast_for_matmuls(x: torch.Tensor) -> torch.Tensor:
@@ -285,24 +288,31 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 
 class _RecomputedRMSNorm(torch.autograd.Function):
-    """`_rms_norm`, saving only its input: autograd would also keep the normalised input for the
-    weight's gradient, one (B, T, H) float32 tensor per norm (15 MiB of the 20M bench model's saved
-    activations, measured). The backward recomputes the norm with the same ops and differentiates
-    them, so the gradients are bitwise autograd's; the recomputation is a few elementwise ops."""
+    """`_rms_norm` of a float32 input, saving the input and its (N, 1) reciprocal RMS only.
+
+    Autograd would also keep the normalised input for the weight's gradient, one (B, T, H) float32
+    tensor per norm (15 MiB of the 20M bench model's saved activations, measured). The forward is
+    the steps F.rms_norm takes on the CPU; the backward recomputes the normalised input and runs
+    what autograd runs for those steps, so values and gradients are bitwise autograd's
+    (tests/test_llama.py).
+    """
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        ctx.save_for_backward(x, weight)
-        ctx.eps = eps
-        return _rms_norm(x, weight, eps)
+        rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)                          # (..., 1)
+        ctx.save_for_backward(x, weight, rstd)
+        return weight * (x * rstd)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        needs = ctx.needs_input_grad[:2]
-        with torch.enable_grad():
-            x, weight = (t.detach().requires_grad_(need) for t, need in zip(ctx.saved_tensors, needs))
-            _backward_from(_rms_norm(x, weight, ctx.eps), grad)
-        return x.grad, weight.grad, None
+        x, weight, rstd = ctx.saved_tensors
+        grad_weight = (grad * (x * rstd)).sum_to_size(weight.shape) if ctx.needs_input_grad[1] else None
+        grad_normed = grad * weight
+        grad_rstd = (grad_normed * x).sum_to_size(rstd.shape)
+        grad_mean = -0.5 * grad_rstd * rstd.pow(3)                                          # rsqrt's
+        grad_square = grad_mean.expand_as(x) / x.size(-1)                                  # mean's
+        grad_x = grad_normed * rstd + grad_square * (2.0 * x)                              # the product's, pow's
+        return grad_x, grad_weight, None
 
 
 class RMSNorm(nn.Module):
@@ -312,7 +322,8 @@ class RMSNorm(nn.Module):
         self.variance_epsilon = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+        if torch.is_grad_enabled() and x.dtype == self.weight.dtype == torch.float32 and (
+                x.requires_grad or self.weight.requires_grad):
             return _RecomputedRMSNorm.apply(x, self.weight, self.variance_epsilon)
         return _rms_norm(x, self.weight, self.variance_epsilon)
 
