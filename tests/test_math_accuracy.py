@@ -345,3 +345,32 @@ def test_numeric_fast_path_agrees_with_math_verify():
                                       timeout_seconds=None)
         assert verdict == expected, (gold, answer)
     assert decided > len(pairs) // 2
+
+
+@pytest.mark.timeout(120)
+def test_warm_up_leaves_no_import_for_a_task_to_pay():
+    """After `warm_up`, math-verify's own 270 cases (and a comparison that reaches `simplify`)
+    import nothing more: a module sympy loads on first use would otherwise be paid inside some
+    sample's time limit, once per worker (sympy.physics.units alone is ~0.2 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = """
+import json, sys
+from grpo_rewards.scorers import math_check as mc
+mc.warm_up()
+before = set(sys.modules)
+opts = mc.CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+assert mc.run_task(("verify", "x^2 - 1", "(x - 1)(x + 1)", tuple(opts))) == ("ok", True)
+for line in open(sys.argv[1], encoding="utf-8"):
+    c = json.loads(line)
+    o = mc.CheckOptions(tuple(c["match_types"] or ("latex", "expr")), c["precision"], 15, c["strict"],
+                        c["allow_set_relation_comp"], "whole", "raw")
+    mc.run_task(("verify", c["gold"], c["prediction"], tuple(o)))
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+    cases = Path(__file__).parent / "data" / "math_verify_cases.jsonl"
+    out = subprocess.run([sys.executable, "-c", probe, str(cases)], capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

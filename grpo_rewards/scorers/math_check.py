@@ -12,6 +12,7 @@ alarm does not always stop).
 from __future__ import annotations
 
 import cmath
+import importlib
 import logging
 import random
 import re
@@ -158,9 +159,19 @@ def _same_text(answer: str, gold: str) -> bool:
     return norm(answer) == norm(gold)
 
 
+# Modules sympy imports on first use along math-verify's comparisons (found by replaying math-verify's
+# 270 upstream cases after warm-up). `simplify` alone pulls in sympy.physics.units: ~0.2 s of CPU
+# that would otherwise land inside some sample's time limit, in every worker.
+_LAZY_IMPORTS = ("sympy.physics.units", "sympy.assumptions.wrapper", "sympy.sets.setexpr",
+                 "sympy.sets.handlers.issubset", "sympy.sets.handlers.functions")
+
+
 def warm_up() -> None:
-    """Import math-verify and sympy and run one parse and verify, before any task's clock runs."""
+    """Import math-verify, sympy and what sympy imports lazily, and run one parse and verify, before
+    any task's clock runs."""
     opts = CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+    for name in _LAZY_IMPORTS:
+        importlib.import_module(name)
     _verify(_parse_answer("\\frac{1}{2}", opts, True), _parse_answer("0.5", opts, False), opts)
 
 
