@@ -20,6 +20,7 @@ from collections import OrderedDict
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from grpo_rewards.scorers import math_patches
 from grpo_rewards.workers import SoftTimeout
 
 _GOLD_CACHE_SIZE = 1024
@@ -43,7 +44,8 @@ _math_verify: Any = None
 
 
 def _mv() -> Any:
-    """math-verify, imported on first use with its timeout warnings silenced (we time out ourselves)."""
+    """math-verify, imported on first use with its timeout warnings silenced (we time out ourselves)
+    and the exact shortcuts of `math_patches` installed."""
     global _math_verify
     if _math_verify is None:
         import math_verify
@@ -53,6 +55,7 @@ def _mv() -> Any:
         math_verify.parser.TIMEOUT_WARNING_SHOWN = True
         math_verify.grader.TIMEOUT_WARNING_SHOWN = True
         logging.getLogger("math_verify").setLevel(logging.ERROR)
+        math_patches.install()
         _math_verify = math_verify
     return _math_verify
 
