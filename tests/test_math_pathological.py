@@ -233,3 +233,17 @@ def test_idle_work_that_fails_stops_and_the_worker_keeps_serving():
         assert pool.map([["8"]], 5)[0][0].value == 8
     finally:
         pool.close()
+
+
+@pytest.mark.timeout(60)
+def test_worker_freezes_its_warm_heap_so_full_collections_stay_short():
+    # With sympy and math-verify loaded, a full collection scanning the start-up heap took ~0.1 s
+    # inside whichever task it landed in; frozen after init (and again after the idle work), it does not.
+    pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up")
+    try:
+        probe = "(__import__('gc').get_freeze_count(), len(__import__('gc').get_objects()))"
+        [[result]] = pool.map([[probe]], 30)
+        frozen, unfrozen = result.value
+        assert frozen > 100_000 and unfrozen < frozen // 10, result
+    finally:
+        pool.close()
