@@ -200,13 +200,14 @@ def test_a_forked_child_that_drops_the_scorer_leaves_the_parents_workers_alone(s
     import gc
     import multiprocessing
 
-    from grpo_rewards.workers import _kill_all
+    from grpo_rewards.workers import _shutdown
 
     scorer.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
-    pids = list(scorer._pool.pids)
+    pids = list(scorer._pool.pids) + [scorer._pool.zygote_pid]
 
     def child():
-        _kill_all(list(scorer._pool._workers))  # what a finaliser or exit hook in the child would run
+        # What a finaliser or exit hook in the child would run.
+        _shutdown(list(scorer._pool._workers), list(scorer._pool._zygotes))
         gc.collect()
 
     proc = multiprocessing.get_context("fork").Process(target=child)
@@ -214,7 +215,8 @@ def test_a_forked_child_that_drops_the_scorer_leaves_the_parents_workers_alone(s
     proc.join(30)
     assert proc.exitcode == 0
     assert not any(_gone(pid) for pid in pids)
-    assert scorer._pool.pids == pids
+    assert scorer._pool.pids + [scorer._pool.zygote_pid] == pids
+    assert scorer.score([Sample(completion="\\boxed{2}", reference={"answer": "2"})])[0].value == 1.0
 
 
 def test_in_a_composed_spec():
@@ -238,10 +240,10 @@ def test_close_stops_workers_and_is_idempotent():
     s = MathAccuracy(memory_mb=700)  # a pool of its own (pools are shared per workers/memory_mb)
     assert s._pool is None  # constructing starts nothing
     s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
-    pids = list(s._pool.pids)
+    pids = list(s._pool.pids) + [s._pool.zygote_pid]
     s.close()
     s.close()
-    assert all(_gone(pid) for pid in pids)
+    assert all(_gone(pid) for pid in pids)  # reaped too, not left as zombies
 
 
 @pytest.mark.timeout(60)

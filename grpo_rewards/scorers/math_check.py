@@ -181,8 +181,8 @@ def warm_up() -> None:
 # ANTLR (under math-verify's LaTeX parser) memoises its parse-path predictions per process, and
 # a worker's first few hundred distinct answers pay to learn them: measured, each parse costs
 # ~2.5x its steady-state price until then. `prime_parser` learns them from these generated forms
-# while the worker is idle (a GRPO step's generation leaves it idle for seconds), once per
-# worker. Predictions are a cache: what the parser returns never depends on them.
+# in the pool's zygote, once per pool, before it forks the workers: every worker inherits them.
+# Predictions are a cache: what the parser returns never depends on them.
 _PRIME_ATOMS = ("x", "n", "k", "a", "b", "y", "2", "3", "12", "0.5", "1,000", "\\pi", "e", "\\infty")
 _PRIME_ITEMS = 200
 
@@ -230,7 +230,7 @@ _primed: list[str] | None = None
 
 
 def prime_parser() -> bool:
-    """Parse the next generated form (the pool calls this while the worker is idle); False when done."""
+    """Parse the next generated form (the pool's zygote calls this until it returns False)."""
     global _primed
     if _primed is None:
         _primed = _prime_forms(_PRIME_ITEMS)
