@@ -55,8 +55,9 @@ _HEADER = struct.Struct("!I")
 KILL_GRACE_S = 0.5
 # How long a dispatched chunk may wait for its worker to start it.
 START_ALLOWANCE_S = 10.0
-# Limit of one step of the zygote's priming (see `WorkerPool`'s `prime`).
-PRIME_STEP_LIMIT_S = 0.5
+# Limit of one step of the zygote's priming (see `WorkerPool`'s `prime`): a guard against a step
+# that hangs, generous because no task waits for it and a busy machine stretches the wall clock.
+PRIME_STEP_LIMIT_S = 5.0
 # How long the zygote may take to fork a worker, and to stop.
 FORK_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
