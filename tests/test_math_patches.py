@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
 from grpo_rewards.scorers import math_check, math_patches
+
+CASES = Path(__file__).parent / "data" / "math_verify_cases.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +78,55 @@ def test_latex_with_numbers_parses_to_the_same_trees():
     finally:
         _Latex2Sympy.parse_number = math_patches._parse_number
     assert patched == plain and all(patched)
+
+
+def _fuzz_latex(count: int, seed: int) -> list[str]:
+    """Concatenations of LaTeX fragments: valid and broken expressions, sets, relations, ±."""
+    rng = random.Random(seed)
+    parts = ["x", "n", "2", "13", "0.5", "+", "-", "\\pm", "=", "<", "\\le", ",", ";", "(", ")", "[", "]",
+             "\\{", "\\}", "\\left(", "\\right)", "\\frac{", "}{", "}", "{", "^", "^{", "_", "\\sqrt{", "!",
+             "\\cdot", "\\pi", "\\infty", "\\cup", "\\in", "\\sin", "|", "\\%", "\\text{cm}", "a", "b"]
+    return ["".join(rng.choice(parts) + rng.choice(["", " "]) for _ in range(rng.randint(1, 14)))
+            for _ in range(count)]
+
+
+def _parse_all(texts):
+    from latex2sympy2_extended.latex2sympy2 import latex2sympy
+    from sympy import srepr
+
+    out = []
+    for text in texts:
+        try:
+            out.append(srepr(latex2sympy(text)))
+        except Exception as exc:  # noqa: BLE001 - a failure is a result too: it must be the same one
+            out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def test_full_context_memo_changes_no_parse():
+    """The same strings parsed with ANTLR's own full-context predictions and with the memo (twice:
+    filling it, then answering from it): identical trees and identical failures. (The key holds
+    every input of ANTLR's computation; on these strings the rule-context and precedence parts
+    never changed a prediction, so a key without them would pass here too: they stay by design.)"""
+    from antlr4.atn.ParserATNSimulator import ParserATNSimulator
+
+    math_check._mv()
+    texts = math_check._prime_forms(300) + _fuzz_latex(1500, seed=7)
+    texts += [json.loads(line)[field] for line in CASES.read_text(encoding="utf-8").splitlines() if line.strip()
+              for field in ("gold", "prediction")]
+    texts += [t for t in texts if len(t) < 60]  # shared prefixes and repeats: the memo answers these
+    saved = {name: getattr(ParserATNSimulator, name) for name in ("computeStartState", "execATNWithFullContext")}
+    try:
+        for name in saved:
+            setattr(ParserATNSimulator, name, math_patches._originals[name])
+        plain = _parse_all(texts)
+    finally:
+        for name, patched in saved.items():
+            setattr(ParserATNSimulator, name, patched)
+    math_patches._ll_memo.clear()
+    before = dict(math_patches._ll_stats)
+    assert _parse_all(texts) == plain
+    assert _parse_all(texts) == plain
+    hits, stored = (math_patches._ll_stats[k] - before[k] for k in ("hits", "stored"))
+    assert hits > 1000 and hits > 3 * stored, (hits, stored)  # not vacuous: the memo answered most
+    assert sum(r.startswith("Exception") for r in plain) > 300  # and broken inputs were among them
