@@ -384,8 +384,9 @@ class _ZygoteHandle:
 
     def exit_status(self, pid: int, timeout_s: float) -> int | None:
         deadline = time.monotonic() + timeout_s
-        while pid not in self.exits and self._receive(deadline) is not None:
-            pass
+        while pid not in self.exits and (received := self._receive(deadline)) is not None:
+            for fd in received[1]:  # a late fork reply: its worker is not ours any more
+                os.close(fd)
         return self.exits.pop(pid, None)
 
     def stop(self) -> None:
