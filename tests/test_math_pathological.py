@@ -183,11 +183,17 @@ def test_pool_reports_a_worker_that_exits(eval_pool):
 def test_math_workers_do_not_import_the_trainers_heavy_modules():
     import torch  # noqa: F401 - the parent has torch loaded, as a trainer does
 
+    probe = "sorted({m.split('.')[0] for m in __import__('sys').modules} & {'torch', 'numpy', 'transformers'})"
+    result = _in_a_warm_worker(probe)
+    assert result.status == "ok" and result.value == []
+
+
+def _in_a_warm_worker(probe: str):
+    """`probe` evaluated in a worker of a pool warmed up as math_accuracy's is."""
     pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up")
     try:
-        probe = "sorted({m.split('.')[0] for m in __import__('sys').modules} & {'torch', 'numpy', 'transformers'})"
         [[result]] = pool.map([[probe]], 30)
-        assert result.status == "ok" and result.value == []
+        return result
     finally:
         pool.close()
 
@@ -250,14 +256,9 @@ def test_priming_that_fails_stops_and_the_workers_still_serve():
 def test_worker_freezes_its_warm_heap_so_full_collections_stay_short():
     # With sympy and math-verify loaded, a full collection scanning the start-up heap took ~0.1 s
     # inside whichever task it landed in; frozen in the zygote before the workers fork, it does not.
-    pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up")
-    try:
-        probe = "(__import__('gc').get_freeze_count(), len(__import__('gc').get_objects()))"
-        [[result]] = pool.map([[probe]], 30)
-        frozen, unfrozen = result.value
-        assert frozen > 100_000 and unfrozen < frozen // 10, result
-    finally:
-        pool.close()
+    result = _in_a_warm_worker("(__import__('gc').get_freeze_count(), len(__import__('gc').get_objects()))")
+    frozen, unfrozen = result.value
+    assert frozen > 100_000 and unfrozen < frozen // 10, result
 
 
 @pytest.mark.timeout(60)
