@@ -200,13 +200,14 @@ def test_a_forked_child_that_drops_the_scorer_leaves_the_parents_workers_alone(s
     import gc
     import multiprocessing
 
-    from grpo_rewards.workers import _kill_all
+    from grpo_rewards.workers import _shutdown
 
     scorer.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
-    pids = list(scorer._pool.pids)
+    pids = list(scorer._pool.pids) + [scorer._pool.zygote_pid]
 
     def child():
-        _kill_all(list(scorer._pool._workers))  # what a finaliser or exit hook in the child would run
+        # What a finaliser or exit hook in the child would run.
+        _shutdown(list(scorer._pool._workers), list(scorer._pool._zygotes))
         gc.collect()
 
     proc = multiprocessing.get_context("fork").Process(target=child)
@@ -214,7 +215,8 @@ def test_a_forked_child_that_drops_the_scorer_leaves_the_parents_workers_alone(s
     proc.join(30)
     assert proc.exitcode == 0
     assert not any(_gone(pid) for pid in pids)
-    assert scorer._pool.pids == pids
+    assert scorer._pool.pids + [scorer._pool.zygote_pid] == pids
+    assert scorer.score([Sample(completion="\\boxed{2}", reference={"answer": "2"})])[0].value == 1.0
 
 
 def test_in_a_composed_spec():
@@ -238,10 +240,10 @@ def test_close_stops_workers_and_is_idempotent():
     s = MathAccuracy(memory_mb=700)  # a pool of its own (pools are shared per workers/memory_mb)
     assert s._pool is None  # constructing starts nothing
     s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
-    pids = list(s._pool.pids)
+    pids = list(s._pool.pids) + [s._pool.zygote_pid]
     s.close()
     s.close()
-    assert all(_gone(pid) for pid in pids)
+    assert all(_gone(pid) for pid in pids)  # reaped too, not left as zombies
 
 
 @pytest.mark.timeout(60)
@@ -345,3 +347,32 @@ def test_numeric_fast_path_agrees_with_math_verify():
                                       timeout_seconds=None)
         assert verdict == expected, (gold, answer)
     assert decided > len(pairs) // 2
+
+
+@pytest.mark.timeout(120)
+def test_warm_up_leaves_no_import_for_a_task_to_pay():
+    """After `warm_up`, math-verify's own 270 cases (and a comparison that reaches `simplify`)
+    import nothing more: a module sympy loads on first use would otherwise be paid inside some
+    sample's time limit, once per worker (sympy.physics.units alone is ~0.2 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = """
+import json, sys
+from grpo_rewards.scorers import math_check as mc
+mc.warm_up()
+before = set(sys.modules)
+opts = mc.CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+assert mc.run_task(("verify", "x^2 - 1", "(x - 1)(x + 1)", tuple(opts))) == ("ok", True)
+for line in open(sys.argv[1], encoding="utf-8"):
+    c = json.loads(line)
+    o = mc.CheckOptions(tuple(c["match_types"] or ("latex", "expr")), c["precision"], 15, c["strict"],
+                        c["allow_set_relation_comp"], "whole", "raw")
+    mc.run_task(("verify", c["gold"], c["prediction"], tuple(o)))
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+    cases = Path(__file__).parent / "data" / "math_verify_cases.jsonl"
+    out = subprocess.run([sys.executable, "-c", probe, str(cases)], capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -183,11 +183,17 @@ def test_pool_reports_a_worker_that_exits(eval_pool):
 def test_math_workers_do_not_import_the_trainers_heavy_modules():
     import torch  # noqa: F401 - the parent has torch loaded, as a trainer does
 
+    probe = "sorted({m.split('.')[0] for m in __import__('sys').modules} & {'torch', 'numpy', 'transformers'})"
+    result = _in_a_warm_worker(probe)
+    assert result.status == "ok" and result.value == []
+
+
+def _in_a_warm_worker(probe: str):
+    """`probe` evaluated in a worker of a pool warmed up as math_accuracy's is."""
     pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up")
     try:
-        probe = "sorted({m.split('.')[0] for m in __import__('sys').modules} & {'torch', 'numpy', 'transformers'})"
         [[result]] = pool.map([[probe]], 30)
-        assert result.status == "ok" and result.value == []
+        return result
     finally:
         pool.close()
 
@@ -204,32 +210,92 @@ def test_pool_that_cannot_start_reports_unavailable():
         pool.close()
 
 
-@pytest.mark.timeout(60)
-def test_idle_work_runs_between_tasks_until_it_is_done():
-    # math_accuracy's idle work: the worker primes the LaTeX parser on generated forms, one per step.
-    pool = WorkerPool("builtins:eval", size=1, init="grpo_rewards.scorers.math_check:warm_up",
-                      idle="grpo_rewards.scorers.math_check:prime_parser")
-    left = "(lambda m: -1 if m._primed is None else len(m._primed))(__import__('grpo_rewards.scorers.math_check', " \
-           "fromlist=['_']))"
+def _probe(expr_in_math_check: str) -> str:
+    return f"(lambda m: {expr_in_math_check})(__import__('grpo_rewards.scorers.math_check', fromlist=['_']))"
+
+
+@pytest.mark.timeout(120)
+def test_priming_runs_once_in_the_zygote_and_every_worker_inherits_it():
+    # math_accuracy's priming: the zygote parses generated forms (ANTLR learns its predictions) once,
+    # then forks the workers; a worker killed for a timeout is replaced by another primed fork.
+    pool = WorkerPool("builtins:eval", size=2, init="grpo_rewards.scorers.math_check:warm_up",
+                      prime="grpo_rewards.scorers.math_check:prime_parser")
+    left = _probe("-1 if m._primed is None else len(m._primed)")
     try:
+        assert [chunk[0].value for chunk in pool.map([[left], [left]], 5)] == [0, 0]
+        before = list(pool.pids)
+        [[killed, _]] = pool.map([["sum(range(10 ** 13))", "1"]], 0.5)
+        assert killed.status == "timeout" and pool.pids != before and len(pool.pids) == 2
         start = time.monotonic()
-        [[first]] = pool.map([["6 * 7"]], 5)
-        assert first.value == 42 and time.monotonic() - start < 30  # start-up does not wait for it
-        deadline = time.monotonic() + 40
-        while pool.map([[left]], 5)[0][0].value and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert pool.map([[left]], 5)[0][0].value == 0
-        assert pool.map([["1 + 1"]], 5)[0][0].value == 2
+        assert [chunk[0].value for chunk in pool.map([[left]] * 4, 5)] == [0] * 4
+        assert time.monotonic() - start < 1.0  # the replacement is a fork: no import, no priming
+        workers_cpu = [_cpu_s(pid) for pid in pool.pids]
+        assert max(workers_cpu) < 0.5, workers_cpu  # the priming's seconds were the zygote's, not theirs
+        assert _cpu_s(pool.zygote_pid) > 1.0
     finally:
         pool.close()
 
 
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.mark.timeout(60)
-def test_idle_work_that_fails_stops_and_the_worker_keeps_serving():
-    pool = WorkerPool("builtins:eval", size=1, idle="builtins:exit")  # SystemExit on the first step
+def test_priming_that_fails_stops_and_the_workers_still_serve():
+    pool = WorkerPool("builtins:eval", size=1, prime="builtins:exit")  # SystemExit on the first step
     try:
         assert [r.value for r in pool.map([["2 + 3", "7"]], 5)[0]] == [5, 7]
-        time.sleep(0.3)
         assert pool.map([["8"]], 5)[0][0].value == 8
     finally:
         pool.close()
+
+
+@pytest.mark.timeout(60)
+def test_worker_freezes_its_warm_heap_so_full_collections_stay_short():
+    # With sympy and math-verify loaded, a full collection scanning the start-up heap took ~0.1 s
+    # inside whichever task it landed in; frozen in the zygote before the workers fork, it does not.
+    result = _in_a_warm_worker("(__import__('gc').get_freeze_count(), len(__import__('gc').get_objects()))")
+    frozen, unfrozen = result.value
+    assert frozen > 100_000 and unfrozen < frozen // 10, result
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_parent_leaves_no_zygote_and_no_worker_behind():
+    # The trainer killed outright (no atexit, no finaliser): the zygote sees its control socket
+    # close, kills and reaps its workers and exits; the workers also die with the zygote.
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import json, os, sys\n"
+            "from grpo_rewards.workers import WorkerPool\n"
+            "pool = WorkerPool('builtins:eval', size=2, memory_mb=256)\n"
+            "assert pool.map([['1'], ['2']], 5)\n"
+            "print(json.dumps([pool.zygote_pid] + pool.pids), flush=True)\n"
+            "os.kill(os.getpid(), 9)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    pids = json.loads(proc.stdout)
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids if _running(pid)]
+
+
+def test_workers_are_out_of_reach_of_the_trainers_ctrl_c(eval_pool):
+    # A terminal's Ctrl-C signals the foreground process group: the zygote's session is its own.
+    eval_pool.map([["1"]], 5)
+    for pid in [eval_pool.zygote_pid] + eval_pool.pids:
+        assert os.getpgid(pid) != os.getpgid(0) and os.getsid(pid) != os.getsid(0)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie has exited and only waits for its parent's reaping)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

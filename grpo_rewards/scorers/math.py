@@ -247,7 +247,7 @@ def _acquire_pool(size: int, memory_mb: int) -> WorkerPool:
         if entry is None:
             pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, memory_mb,
                               init="grpo_rewards.scorers.math_check:warm_up",
-                              idle="grpo_rewards.scorers.math_check:prime_parser")
+                              prime="grpo_rewards.scorers.math_check:prime_parser")
             entry = _pools[(size, memory_mb)] = [pool, 0]
         entry[1] += 1
         return entry[0]

@@ -12,6 +12,7 @@ alarm does not always stop).
 from __future__ import annotations
 
 import cmath
+import importlib
 import logging
 import random
 import re
@@ -19,6 +20,7 @@ from collections import OrderedDict
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from grpo_rewards.scorers import math_patches
 from grpo_rewards.workers import SoftTimeout
 
 _GOLD_CACHE_SIZE = 1024
@@ -42,7 +44,8 @@ _math_verify: Any = None
 
 
 def _mv() -> Any:
-    """math-verify, imported on first use with its timeout warnings silenced (we time out ourselves)."""
+    """math-verify, imported on first use with its timeout warnings silenced (we time out ourselves)
+    and the exact shortcuts of `math_patches` installed."""
     global _math_verify
     if _math_verify is None:
         import math_verify
@@ -52,6 +55,7 @@ def _mv() -> Any:
         math_verify.parser.TIMEOUT_WARNING_SHOWN = True
         math_verify.grader.TIMEOUT_WARNING_SHOWN = True
         logging.getLogger("math_verify").setLevel(logging.ERROR)
+        math_patches.install()
         _math_verify = math_verify
     return _math_verify
 
@@ -158,17 +162,27 @@ def _same_text(answer: str, gold: str) -> bool:
     return norm(answer) == norm(gold)
 
 
+# Modules sympy imports on first use along math-verify's comparisons (found by replaying math-verify's
+# 270 upstream cases after warm-up). `simplify` alone pulls in sympy.physics.units: ~0.2 s of CPU
+# that would otherwise land inside some sample's time limit, in every worker.
+_LAZY_IMPORTS = ("sympy.physics.units", "sympy.assumptions.wrapper", "sympy.sets.setexpr",
+                 "sympy.sets.handlers.issubset", "sympy.sets.handlers.functions")
+
+
 def warm_up() -> None:
-    """Import math-verify and sympy and run one parse and verify, before any task's clock runs."""
+    """Import math-verify, sympy and what sympy imports lazily, and run one parse and verify, before
+    any task's clock runs."""
     opts = CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
+    for name in _LAZY_IMPORTS:
+        importlib.import_module(name)
     _verify(_parse_answer("\\frac{1}{2}", opts, True), _parse_answer("0.5", opts, False), opts)
 
 
 # ANTLR (under math-verify's LaTeX parser) memoises its parse-path predictions per process, and
 # a worker's first few hundred distinct answers pay to learn them: measured, each parse costs
 # ~2.5x its steady-state price until then. `prime_parser` learns them from these generated forms
-# while the worker is idle (a GRPO step's generation leaves it idle for seconds), once per
-# worker. Predictions are a cache: what the parser returns never depends on them.
+# in the pool's zygote, once per pool, before it forks the workers: every worker inherits them.
+# Predictions are a cache: what the parser returns never depends on them.
 _PRIME_ATOMS = ("x", "n", "k", "a", "b", "y", "2", "3", "12", "0.5", "1,000", "\\pi", "e", "\\infty")
 _PRIME_ITEMS = 200
 
@@ -216,7 +230,7 @@ _primed: list[str] | None = None
 
 
 def prime_parser() -> bool:
-    """Parse the next generated form (the pool calls this while the worker is idle); False when done."""
+    """Parse the next generated form (the pool's zygote calls this until it returns False)."""
     global _primed
     if _primed is None:
         _primed = _prime_forms(_PRIME_ITEMS)
