@@ -468,6 +468,14 @@ class _Worker:
         return f"worker exited with status {code}"
 
 
+def platform_gap() -> str | None:
+    """What this platform lacks for a pool (pidfds, SCM_RIGHTS over SOCK_SEQPACKET socket pairs, a
+    parent-death signal: Linux 5.3 or later has them all); None when nothing is missing."""
+    if sys.platform != "linux" or not hasattr(os, "pidfd_open") or not hasattr(signal, "pidfd_send_signal"):
+        return f"the worker pool needs Linux 5.3 or later (pidfds, a parent-death signal); this is {sys.platform}"
+    return None
+
+
 class WorkerPool:
     """`size` worker processes running `target` ("module:function") on tasks, started lazily.
 
@@ -532,7 +540,11 @@ class WorkerPool:
         return self._zygotes[0].fork() if self._zygotes else None
 
     def map(self, chunks: Sequence[Sequence[Any]], timeout_s: float) -> list[list[TaskResult]]:
-        """Run every chunk (a list of tasks, run in order by one worker); one result per task."""
+        """Run every chunk (a list of tasks, run in order by one worker); one result per task.
+        RuntimeError, saying what is missing, where the platform cannot run the pool."""
+        gap = platform_gap()
+        if gap:
+            raise RuntimeError(gap)
         with self._lock:
             self._ensure_workers()
             return _Batch(self, chunks, timeout_s).run()

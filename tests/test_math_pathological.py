@@ -210,6 +210,16 @@ def test_pool_that_cannot_start_reports_unavailable():
         pool.close()
 
 
+def test_without_linux_the_scorer_says_what_is_missing_instead_of_scoring(monkeypatch):
+    from grpo_rewards import workers
+
+    monkeypatch.setattr(workers.sys, "platform", "darwin")
+    with MathAccuracy() as scorer:
+        [score] = scorer.score([Sample("q", "The answer is $\\boxed{2}$.", {"answer": "2"})])
+    assert score.value is None and score.info["reason"] == "worker unavailable"
+    assert "needs Linux" in score.info["detail"] and "darwin" in score.info["detail"]
+
+
 def _probe(expr_in_math_check: str) -> str:
     return f"(lambda m: {expr_in_math_check})(__import__('grpo_rewards.scorers.math_check', fromlist=['_']))"
 
