@@ -263,13 +263,18 @@ def main(argv: list[str] | None = None) -> int:
                     for i, item in enumerate(generated_items(args.warm_golds, rng) * 2)]
     baseline_scores(warm_samples)
     with MathAccuracy(workers=args.workers, timeout_s=5) as scorer:
-        # Pool start-up, all of it before the first score returns: the zygote imports sympy and
-        # math-verify, warms up, primes the LaTeX parser (`math_check.prime_parser`, once per pool)
-        # and forks the workers. Reported with its CPU seconds (zygote, workers and this process).
+        # Pool start-up: the zygote imports sympy and math-verify, warms up and forks the workers
+        # (the first score returns then); it primes the LaTeX parser (`math_check.prime_parser`,
+        # once per pool) meanwhile, and the workers are swapped for primed forks once that is done,
+        # as they would be during a training run's first steps. Both reported with their CPU seconds
+        # (zygote, workers and this process).
         t0, c0 = time.perf_counter(), time.process_time()
         scorer.score(warm_samples[:1])
         startup = time.perf_counter() - t0
         pool = scorer._ensure_pool()
+        if not pool.wait_primed(120):
+            sys.exit("the math workers' priming did not finish")
+        primed = time.perf_counter() - t0
         pids = [pool.zygote_pid] + pool.pids
         startup_cpu = time.process_time() - c0 + _cpu_s(pids, parent=False)
         ours_scores(scorer, warm_samples, args.batch)
@@ -286,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         "completions": len(samples), "workers": args.workers, "batch": args.batch,
         "ours_per_s": len(samples) / ours_t, "baseline_per_s": len(samples) / base_t, "ratio": base_t / ours_t,
         "ours_cpu_s": ours_cpu, "baseline_cpu_s": base_cpu, "cpu_ratio": base_cpu / ours_cpu,
-        "pool_startup_s": startup, "pool_startup_cpu_s": startup_cpu, "quiet_wait_s": quiet_s,
+        "pool_startup_s": startup, "pool_primed_s": primed, "pool_startup_cpu_s": startup_cpu, "quiet_wait_s": quiet_s,
         "ours_agreement": agreement(ours, labels, styles),
         "baseline_agreement": agreement(base, labels, styles), "sources": dict(sources),
     }

@@ -8,12 +8,13 @@ process such as a PyTorch DataLoader worker.
 Each pool has a zygote: a fresh interpreter started with `subprocess` (vfork/posix_spawn on
 Linux: it never copies the multi-GB training process, and it imports only this package and the
 task's module, never the trainer's torch), in a session of its own (a Ctrl-C aimed at the
-trainer is not for it). The zygote runs the pool's `init` and `prime` work once (imports,
-warm-up, caches that make later tasks cheaper), freezes its heap, and then forks each worker on
-request: a worker starts warm in milliseconds, and so does the replacement of one killed for a
-timeout. The pool hands the zygote one end of a socketpair per worker and gets back the worker's
-pidfd (SCM_RIGHTS on the zygote's SOCK_SEQPACKET control socket), so a kill can never hit a
-recycled pid. Workers talk pickled frames with the pool over their socket and die with the
+trainer is not for it). The zygote runs the pool's `init` once (imports, warm-up), freezes its
+heap, and then forks each worker on request: a worker starts warm in milliseconds, and so does
+the replacement of one killed for a timeout. Between requests it runs the pool's `prime` work
+(caches that make later tasks cheaper) once; forks made after that have them too, and the pool
+swaps its earlier workers for such forks between batches. The pool hands the zygote one end of a
+socketpair per worker and gets back the worker's pidfd (SCM_RIGHTS on the zygote's SOCK_SEQPACKET
+control socket), so a kill can never hit a recycled pid. Workers talk pickled frames with the pool over their socket and die with the
 zygote (parent-death signal); the zygote kills and reaps them when the pool stops it, closes
 its control socket, or dies.
 
@@ -123,11 +124,12 @@ def _zygote_main() -> None:
     if init.get("parent") != os.getppid():
         return  # the pool died while we started
     func = _prepare(init)
-    _Zygote(control, func, init["parent"]).serve()
+    prime = _resolve(init["prime"]) if init.get("prime") else None
+    _Zygote(control, func, init["parent"], prime).serve()
 
 
 def _prepare(init: dict) -> Callable[[Any], Any]:
-    """Everything a worker inherits: the memory cap, imports, warm-up, priming, a frozen heap."""
+    """What every worker inherits from the start: the memory cap, imports, warm-up, a frozen heap."""
     if init.get("memory_mb"):
         import resource
 
@@ -137,10 +139,6 @@ def _prepare(init: dict) -> Callable[[Any], Any]:
     if init.get("init"):
         _resolve(init["init"])()  # heavy imports now, so that no task's time limit pays for them
     signal.signal(signal.SIGALRM, _on_alarm)
-    if init.get("prime"):
-        step = _resolve(init["prime"])
-        while _prime_step(step):
-            pass
     _freeze_heap()
     return func
 
@@ -156,7 +154,7 @@ def _freeze_heap() -> None:
 
 def _prime_step(step: Callable[[], Any]) -> bool:
     """One step of the pool's priming; False when it is done, failed or overran its limit.
-    Priming is optional: a failure ends it, the workers are forked all the same."""
+    Priming is optional: a failure ends it, and the workers serve all the same."""
     try:
         signal.setitimer(signal.ITIMER_REAL, PRIME_STEP_LIMIT_S)
         try:
@@ -168,10 +166,12 @@ def _prime_step(step: Callable[[], Any]) -> bool:
 
 
 class _Zygote:
-    """The zygote's loop: fork a worker per request, reap and report the ones that end."""
+    """The zygote's loop: fork a worker per request, reap and report the ones that end, and prime
+    (`prime` steps) while no request waits, reporting ("primed",) once that is done."""
 
-    def __init__(self, control: socket.socket, func: Callable[[Any], Any], parent: int) -> None:
-        self.control, self.func, self.parent = control, func, parent
+    def __init__(self, control: socket.socket, func: Callable[[Any], Any], parent: int,
+                 prime: Callable[[], Any] | None) -> None:
+        self.control, self.func, self.parent, self.prime = control, func, parent, prime
         self.children: set[int] = set()
         # SIGCHLD wakes the loop through this pipe, so exits are reported at once.
         self.wake_r, wake_w = os.pipe()
@@ -181,9 +181,12 @@ class _Zygote:
 
     def serve(self) -> None:
         try:
-            self.control.send(pickle.dumps(("ready", os.getpid())))
+            self.control.send(pickle.dumps(("ready", os.getpid(), self.prime is None)))
             while os.getppid() == self.parent:  # polled too: a forked copy of the pool may hold its end open
-                readable = select.select([self.control, self.wake_r], [], [], 1.0)[0]
+                readable = select.select([self.control, self.wake_r], [], [], 0.0 if self.prime else 1.0)[0]
+                if self.prime and not readable:
+                    self._prime_a_step()
+                    continue
                 if self.wake_r in readable:
                     os.read(self.wake_r, 512)
                 self._reap()
@@ -193,6 +196,13 @@ class _Zygote:
             pass  # the control socket broke: the pool is gone
         finally:
             self._kill_children()
+
+    def _prime_a_step(self) -> None:
+        if _prime_step(self.prime):
+            return
+        self.prime = None
+        _freeze_heap()  # what priming built, too
+        self.control.send(pickle.dumps(("primed",)))
 
     def _request(self) -> bool:
         msg, fds, _, _ = socket.recv_fds(self.control, _CONTROL_BUF, 1)
@@ -322,6 +332,7 @@ class _ZygoteHandle:
         self.owner = os.getpid()  # a forked child (DataLoader worker) must never stop it
         self.started = time.monotonic()
         self.exits: dict[int, int] = {}  # pid -> wait status, as the zygote reports them
+        self.primed = False  # whether forks made from now on inherit the finished priming
         self.alive = self._send({**init, "parent": os.getpid()})
 
     @property
@@ -336,9 +347,10 @@ class _ZygoteHandle:
             return False
 
     def _receive(self, deadline: float) -> tuple[tuple, list[int]] | None:
-        """The next message; None on EOF or at the deadline. Exit reports are filed in `exits`."""
-        wait = deadline - time.monotonic()
-        if not self.alive or wait <= 0 or not select.select([self.control], [], [], wait)[0]:
+        """The next message (one already waiting even past the deadline); None on EOF or at the
+        deadline. Exit reports are filed in `exits`, readiness and priming noted."""
+        wait = max(0.0, deadline - time.monotonic())
+        if not self.alive or not select.select([self.control], [], [], wait)[0]:
             return None
         try:
             data, fds, _, _ = socket.recv_fds(self.control, _CONTROL_BUF, 1)
@@ -348,6 +360,8 @@ class _ZygoteHandle:
             self.alive = False
             return None
         msg = pickle.loads(data)
+        if msg[0] == "primed" or (msg[0] == "ready" and msg[2]):  # ready: True when there is no priming
+            self.primed = True
         if msg[0] == "exited":
             self.exits[msg[1]] = msg[2]
             while len(self.exits) > 64:  # reports nobody asked for (workers the pool killed itself)
@@ -366,6 +380,19 @@ class _ZygoteHandle:
         self.alive = self.alive and self._expect(("ready",), self.started + timeout_s) is not None
         return self.alive
 
+    def wait_primed(self, timeout_s: float) -> bool:
+        """Read messages until the zygote has finished priming (or the timeout); whether it has."""
+        deadline = time.monotonic() + timeout_s
+        while not self.primed and (received := self._receive(deadline)) is not None:
+            for fd in received[1]:  # a late fork reply: its worker is not ours any more
+                os.close(fd)
+        return self.primed
+
+    def poll(self) -> None:
+        """Take note, without waiting, of a priming finished meanwhile."""
+        if not self.primed:
+            self.wait_primed(0.0)
+
     def fork(self) -> _Worker | None:
         if not self.alive:
             return None
@@ -380,7 +407,7 @@ class _ZygoteHandle:
             self.alive = self.alive and reply is not None  # a failed fork leaves the zygote serving
             return None
         (_, pid), (pidfd,) = reply
-        return _Worker(ours, pid, pidfd, self)
+        return _Worker(ours, pid, pidfd, self, primed=self.primed)  # a "primed" report precedes its fork's
 
     def exit_status(self, pid: int, timeout_s: float) -> int | None:
         deadline = time.monotonic() + timeout_s
@@ -408,8 +435,8 @@ class _ZygoteHandle:
 class _Worker:
     """One worker process and the chunk it is running."""
 
-    def __init__(self, sock: socket.socket, pid: int, pidfd: int, zygote: _ZygoteHandle) -> None:
-        self.sock, self.pid, self.pidfd, self.zygote = sock, pid, pidfd, zygote
+    def __init__(self, sock: socket.socket, pid: int, pidfd: int, zygote: _ZygoteHandle, primed: bool) -> None:
+        self.sock, self.pid, self.pidfd, self.zygote, self.primed = sock, pid, pidfd, zygote, primed
         self.owner = os.getpid()  # a forked child (DataLoader worker) must never kill these
         self.fd = sock.fileno()
         self.buf = b""
@@ -480,10 +507,12 @@ class WorkerPool:
     """`size` worker processes running `target` ("module:function") on tasks, started lazily.
 
     `init` ("module:function", optional) runs once in the zygote before any worker is forked.
-    `prime` ("module:function", optional) is then called repeatedly until it returns False: work
-    that makes later tasks cheaper (caches every worker inherits), in short steps (each under
-    `PRIME_STEP_LIMIT_S`; one that raises or overruns ends the priming). Both are paid once per
-    pool, not per worker, and again only if the zygote itself has to be restarted.
+    `prime` ("module:function", optional) is then called in the zygote, between its requests,
+    until it returns False: work that makes later tasks cheaper (caches a fork inherits), in short
+    steps (each under `PRIME_STEP_LIMIT_S`; one that raises or overruns ends the priming). The
+    workers start without waiting for it; once it is done, each `map` first replaces the workers
+    forked before by forks that have it (milliseconds each). Both are paid once per pool, not per
+    worker, and again only if the zygote itself has to be restarted.
     """
 
     def __init__(self, target: str, size: int = 2, memory_mb: int | None = 1024, init: str | None = None,
@@ -517,6 +546,11 @@ class WorkerPool:
             self._workers.remove(w)
             w.kill()
         zygote = self._live_zygote()
+        if zygote is not None:
+            zygote.poll()
+            for w in [w for w in self._workers if zygote.primed and not w.primed]:  # all idle: between batches
+                self._workers.remove(w)
+                w.kill()
         while zygote is not None and len(self._workers) < self.size:
             worker = zygote.fork()
             if worker is None:
@@ -548,6 +582,18 @@ class WorkerPool:
         with self._lock:
             self._ensure_workers()
             return _Batch(self, chunks, timeout_s).run()
+
+    def wait_primed(self, timeout_s: float) -> bool:
+        """Start the pool if needed, wait until its priming is done and its workers have it; whether
+        they have (False past the timeout, or when the zygote cannot start)."""
+        gap = platform_gap()
+        if gap:
+            raise RuntimeError(gap)
+        with self._lock:
+            self._ensure_workers()
+            primed = bool(self._zygotes) and self._zygotes[0].wait_primed(timeout_s)
+            self._ensure_workers()
+            return primed and all(w.primed for w in self._workers)
 
     def close(self) -> None:
         with self._lock:

@@ -227,11 +227,15 @@ def _probe(expr_in_math_check: str) -> str:
 @pytest.mark.timeout(120)
 def test_priming_runs_once_in_the_zygote_and_every_worker_inherits_it():
     # math_accuracy's priming: the zygote parses generated forms (ANTLR learns its predictions) once,
-    # then forks the workers; a worker killed for a timeout is replaced by another primed fork.
+    # between its requests. The first workers do not wait for it; once it is done they are swapped
+    # for forks that have it, and a worker killed for a timeout is replaced by another primed fork.
     pool = WorkerPool("builtins:eval", size=2, init="grpo_rewards.scorers.math_check:warm_up",
                       prime="grpo_rewards.scorers.math_check:prime_parser")
     left = _probe("-1 if m._primed is None else len(m._primed)")
     try:
+        first = [chunk[0].value for chunk in pool.map([[left], [left]], 5)]
+        assert min(first) > 100  # forked and served while most of the 200 forms were still to prime
+        assert pool.wait_primed(60)
         assert [chunk[0].value for chunk in pool.map([[left], [left]], 5)] == [0, 0]
         before = list(pool.pids)
         [[killed, _]] = pool.map([["sum(range(10 ** 13))", "1"]], 0.5)
