@@ -150,11 +150,11 @@ class _RecomputedAttention(torch.autograd.Function):
     """`_explicit_attention` without dropout or grouped heads, saving q, k, v and the mask only.
 
     Autograd would also keep the attention probabilities twice, in float32 for the softmax and in
-    v's dtype for the second product (12 MiB of the 20M bench model's saved activations,
-    measured). As FlashAttention does, the backward recomputes them with the forward's ops and
-    then runs, op by op, what autograd runs for `_explicit_attention`, so the gradients are bitwise
-    autograd's (tests/test_llama.py). Written out rather than differentiated again with autograd:
-    a nested backward per layer cost 5% of the 2M bench model's step (measured).
+    v's dtype for the second product (1.3 MiB a layer in a 20M bench step). As FlashAttention does,
+    the backward recomputes them with the forward's ops and then runs, op by op, what autograd
+    runs for `_explicit_attention`, so the gradients are bitwise autograd's (tests/test_llama.py).
+    Written out rather than differentiated again with autograd: a nested backward per layer made
+    the 2M bench model's forward and backward 8% slower (measured).
     """
 
     @staticmethod
@@ -234,10 +234,10 @@ class SwiGLUDown(torch.autograd.Function):
     up and down's float32 weight.
 
     Autograd would also keep silu(gate), the product (down's input) and, under autocast, down's
-    low-precision weight: per layer three more (B, T, intermediate) tensors and a weight copy (the 20M
-    bench model's saved activations: 158 -> 135 MiB without the first two, 14 MiB less again without
-    the product, measured). The backward recomputes silu(gate) and the product with the forward's ops
-    (bitwise the same) and runs the ops autograd would, so the gradients are autograd's.
+    low-precision weight: two more (B, T, intermediate) tensors and a weight copy per layer
+    (4.5 MiB a layer in a 20M bench step). The backward recomputes silu(gate) and the product with the
+    forward's ops (bitwise the same) and runs the ops autograd would, so the gradients are
+    autograd's (tests/test_llama.py).
     """
 
     @staticmethod
@@ -291,7 +291,7 @@ class _RecomputedRMSNorm(torch.autograd.Function):
     """`_rms_norm` of a float32 input, saving the input and its (N, 1) reciprocal RMS only.
 
     Autograd would also keep the normalised input for the weight's gradient, one (B, T, H) float32
-    tensor per norm (15 MiB of the 20M bench model's saved activations, measured). The forward is
+    tensor per norm (0.8 MiB each, 17 norms, in a 20M bench step). The forward is
     the steps F.rms_norm takes on the CPU; the backward recomputes the normalised input and runs
     what autograd runs for those steps, so values and gradients are bitwise autograd's
     (tests/test_llama.py).
