@@ -191,6 +191,22 @@ def cast_for_matmuls(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def _linear_in(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    """F.linear with the weight (and bias) cast to `dtype`, as autocast's linear runs it."""
+    return F.linear(x, weight.to(dtype), None if bias is None else bias.to(dtype))
+
+
+def _linear_in_grads(grad: torch.Tensor, x: torch.Tensor | None, weight: torch.Tensor, ctx: Any,
+                     needs: tuple[bool, bool, bool]) -> tuple[torch.Tensor | None, ...]:
+    """The gradients of `_linear_in(x, weight, bias, ctx.dtype)` (input, weight, bias; None where not
+    needed), formed as autocast's linear forms them; `x` is read only for the weight's."""
+    rows = grad.reshape(-1, grad.size(-1))                                               # (N, out)
+    grad_x = grad.matmul(weight.to(ctx.dtype)) if needs[0] else None
+    grad_w = rows.t().mm(x.reshape(-1, x.size(-1))).to(weight.dtype) if needs[1] else None
+    grad_b = rows.sum(0).to(ctx.bias_dtype) if ctx.bias_dtype is not None and needs[2] else None
+    return grad_x, grad_w, grad_b
+
+
 class _LowPrecisionLinear(torch.autograd.Function):
     """F.linear in `dtype` that keeps the float32 weight for backward and casts it again there.
 
@@ -205,16 +221,12 @@ class _LowPrecisionLinear(torch.autograd.Function):
         x = x.to(dtype)
         ctx.save_for_backward(x, weight)
         ctx.dtype, ctx.bias_dtype = dtype, None if bias is None else bias.dtype
-        return F.linear(x, weight.to(dtype), None if bias is None else bias.to(dtype))
+        return _linear_in(x, weight, bias, dtype)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
-        rows = grad.reshape(-1, grad.size(-1))                                               # (N, out)
-        grad_x = grad.matmul(weight.to(ctx.dtype)) if ctx.needs_input_grad[0] else None
-        grad_w = rows.t().mm(x.reshape(-1, x.size(-1))).to(weight.dtype) if ctx.needs_input_grad[1] else None
-        grad_b = rows.sum(0).to(ctx.bias_dtype) if ctx.bias_dtype is not None and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_b, None
+        return (*_linear_in_grads(grad, x, weight, ctx, ctx.needs_input_grad[:3]), None)
 
 
 class Linear(nn.Linear):
@@ -245,21 +257,16 @@ class SwiGLUDown(torch.autograd.Function):
                 dtype: torch.dtype) -> torch.Tensor:
         ctx.save_for_backward(gate, up, weight)
         ctx.dtype, ctx.bias_dtype = dtype, None if bias is None else bias.dtype
-        product = (F.silu(gate) * up).to(dtype)                                            # (B, T, I)
-        return F.linear(product, weight.to(dtype), None if bias is None else bias.to(dtype))
+        return _linear_in((F.silu(gate) * up).to(dtype), weight, bias, dtype)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         gate, up, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
         silu = F.silu(gate)
-        rows = grad.reshape(-1, grad.size(-1))                                              # (N, H)
-        grad_w = grad_b = None
-        if ctx.needs_input_grad[2]:
-            product = (silu * up).to(ctx.dtype)
-            grad_w = rows.t().mm(product.reshape(-1, product.size(-1))).to(weight.dtype)    # (H, I)
-        if ctx.bias_dtype is not None and ctx.needs_input_grad[3]:
-            grad_b = rows.sum(0).to(ctx.bias_dtype)
-        grad_product = grad.matmul(weight.to(ctx.dtype)).to(gate.dtype)                     # (B, T, I)
+        product = (silu * up).to(ctx.dtype) if needs[2] else None                           # (B, T, I)
+        grad_product, grad_w, grad_b = _linear_in_grads(grad, product, weight, ctx, (True, needs[2], needs[3]))
+        grad_product = grad_product.to(gate.dtype)
         grad_gate = torch.ops.aten.silu_backward(grad_product * up, gate) if ctx.needs_input_grad[0] else None
         grad_up = grad_product * silu if ctx.needs_input_grad[1] else None
         return grad_gate, grad_up, grad_w, grad_b, None

@@ -14,9 +14,9 @@ the replacement of one killed for a timeout. Between requests it runs the pool's
 (caches that make later tasks cheaper) once; forks made after that have them too, and the pool
 swaps its earlier workers for such forks between batches. The pool hands the zygote one end of a
 socketpair per worker and gets back the worker's pidfd (SCM_RIGHTS on the zygote's SOCK_SEQPACKET
-control socket), so a kill can never hit a recycled pid. Workers talk pickled frames with the pool over their socket and die with the
-zygote (parent-death signal); the zygote kills and reaps them when the pool stops it, closes
-its control socket, or dies.
+control socket), so a kill can never hit a recycled pid. Workers talk pickled frames with the
+pool over their socket and die with the zygote (parent-death signal); the zygote kills and reaps
+them when the pool stops it, closes its control socket, or dies.
 
 Use: `WorkerPool("package.module:function", size=2, memory_mb=1024)`, then
 `pool.map(chunks, timeout_s)` where a chunk is a list of picklable tasks that one worker runs in
@@ -380,18 +380,17 @@ class _ZygoteHandle:
         self.alive = self.alive and self._expect(("ready",), self.started + timeout_s) is not None
         return self.alive
 
-    def wait_primed(self, timeout_s: float) -> bool:
-        """Read messages until the zygote has finished priming (or the timeout); whether it has."""
+    def _read_until(self, done: Callable[[], bool], timeout_s: float) -> None:
+        """Read messages (which note priming and exits) until `done()`, the timeout or EOF."""
         deadline = time.monotonic() + timeout_s
-        while not self.primed and (received := self._receive(deadline)) is not None:
+        while not done() and (received := self._receive(deadline)) is not None:
             for fd in received[1]:  # a late fork reply: its worker is not ours any more
                 os.close(fd)
-        return self.primed
 
-    def poll(self) -> None:
-        """Take note, without waiting, of a priming finished meanwhile."""
-        if not self.primed:
-            self.wait_primed(0.0)
+    def wait_primed(self, timeout_s: float) -> bool:
+        """Whether the zygote has finished priming, waiting up to `timeout_s` (0: only what has arrived)."""
+        self._read_until(lambda: self.primed, timeout_s)
+        return self.primed
 
     def fork(self) -> _Worker | None:
         if not self.alive:
@@ -410,10 +409,7 @@ class _ZygoteHandle:
         return _Worker(ours, pid, pidfd, self, primed=self.primed)  # a "primed" report precedes its fork's
 
     def exit_status(self, pid: int, timeout_s: float) -> int | None:
-        deadline = time.monotonic() + timeout_s
-        while pid not in self.exits and (received := self._receive(deadline)) is not None:
-            for fd in received[1]:  # a late fork reply: its worker is not ours any more
-                os.close(fd)
+        self._read_until(lambda: pid in self.exits, timeout_s)
         return self.exits.pop(pid, None)
 
     def stop(self) -> None:
@@ -547,7 +543,7 @@ class WorkerPool:
             w.kill()
         zygote = self._live_zygote()
         if zygote is not None:
-            zygote.poll()
+            zygote.wait_primed(0.0)
             for w in [w for w in self._workers if zygote.primed and not w.primed]:  # all idle: between batches
                 self._workers.remove(w)
                 w.kill()
