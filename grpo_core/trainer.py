@@ -28,7 +28,7 @@ from grpo_core.config import TrainConfig, scorer_registry
 from grpo_core.data import PromptSampler, load_splits
 from grpo_core.loss import CompletionLogprobs, group_advantages, grpo_loss, nanstd
 from grpo_core.metrics import METRICS_FILE, PLOT_FILE, MetricsLog, average, plot_metrics, truncate_after
-from grpo_core.model import build_model, frozen_copy, load_tokenizer, model_source, setup_runtime
+from grpo_core.model import build_model, frozen_copy, load_tokenizer, model_source, release_free_heap, setup_runtime
 from grpo_core.optim import AdamW, Schedule, lr_schedule
 from grpo_core.rollout import Rollout, decode_completions, encode_prompts, generate, generation_config, left_pad
 from grpo_rewards.compose import build
@@ -219,6 +219,7 @@ class Trainer:
                 with self.rt.autocast():
                     logps, entropy = self.model(part.prompt_ids, part.prompt_mask, part.completion_ids,
                                                 part.completion_mask)                       # (b, c)
+                release_free_heap(self.rt.device)  # before the backward pass, the step's peak
                 loss, st = grpo_loss(
                     logps, part.old_logps, part.ref_logps, part.advantages, part.completion_mask,
                     loss_type=cfg.loss_type, beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.clip_high,

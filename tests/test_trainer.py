@@ -18,6 +18,7 @@ from _grpo_core_helpers import TESTS, base_config, write_config
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.cli import main
 from grpo_core.config import load_config, validate_config
+from grpo_core import model as model_module
 from grpo_core.metrics import read_metrics
 from grpo_core.trainer import Trainer, train
 from grpo_rewards.errors import ConfigError, UserError
@@ -226,3 +227,27 @@ def test_signal_saves_a_checkpoint_and_exits_cleanly(tmp_path, capsys, sig, code
     assert main([str(path), "--resume", "--set", f"max_steps={step + 1}"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["step"] == step + 1
     assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == list(range(1, step + 2))
+
+
+def _resident_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.skipif(model_module._glibc() is None, reason="needs glibc 2.33+ (malloc_trim, mallinfo2)")
+def test_release_free_heap_returns_the_pages_of_freed_tensors():
+    # 64 KiB tensors live in glibc's heap (under its mmap threshold); keeping every eighth one
+    # leaves ~110 MiB of holes that glibc does not give back on its own.
+    tensors = [torch.ones(16384) for _ in range(2048)]
+    kept = tensors[7::8]
+    del tensors
+    before = _resident_mib()
+    assert not model_module.release_free_heap(torch.device("cpu"), min_free_mib=10**6)  # not that much free
+    assert _resident_mib() - before > -5
+    assert model_module.release_free_heap(torch.device("cpu"))
+    after = _resident_mib()
+    assert before - after > 60, (before, after)
+    assert all(float(t[-1]) == 1.0 for t in kept)  # live tensors untouched
+    assert not model_module.release_free_heap(torch.device("meta"))  # only CPU memory is glibc's
