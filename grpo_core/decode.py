@@ -104,8 +104,8 @@ class _Projection:
     """`x @ W.T + b` for one or several fused linears (see `_fused`), W held as the decode loop needs it.
 
     Why prepacked: given a plain-layout bf16 weight, oneDNN reorders it into its blocked layout on
-    every call. A decode step of a small batch is bound by reading the weights, and that reorder
-    nearly doubled the matmul time (20M model, 8 rows: 6.0 -> 3.2 ms per token, measured). The
+    every call. The product of a small batch is short next to that reorder, which nearly doubled
+    the matmul time (20M model, 8 rows: 6.0 -> 3.2 ms per token, measured). The
     weight is reordered once per rollout instead; the products are bitwise F.linear's
     (tests/test_rollout.py). Float32 keeps F.linear: oneDNN's float32 kernel rounds differently
     from the BLAS one, and float32 decoding picks the same tokens as HF `generate`.
