@@ -105,7 +105,7 @@ def release_free_heap(device: torch.device, min_free_mib: int = 32) -> bool:
     32 MiB mmap ceiling) live in the heap, and those freed earlier in a step leave holes that the
     backward pass's gradients do not fit into, so it grows the heap while 70-90 MiB sit free
     (20M bench model). Trimmed once after each forward pass, the peak of a 20M bench step fell
-    from 729-740 to 702-704 MiB for ~4% more step time: the call takes ~5 ms, and the pages the
+    from 729-740 to 688-704 MiB for ~4% more step time: the call takes ~5 ms, and the pages the
     backward reuses fault back in. With ~15 MiB free (2M bench model) a trim saved 5 MiB for ~3%,
     hence the threshold (docs/benchmarks.md). Freed CUDA memory is torch's caching allocator's,
     not glibc's, and is left alone.

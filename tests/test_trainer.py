@@ -16,9 +16,9 @@ import torch
 
 from _grpo_core_helpers import TESTS, base_config, write_config
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
+from grpo_core import model as model_module
 from grpo_core.cli import main
 from grpo_core.config import load_config, validate_config
-from grpo_core import model as model_module
 from grpo_core.metrics import read_metrics
 from grpo_core.trainer import Trainer, train
 from grpo_rewards.errors import ConfigError, UserError
