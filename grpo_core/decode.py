@@ -190,12 +190,12 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
     dtype = _matmul_dtype(prompt_ids.device)
     with torch.autocast(prompt_ids.device.type, enabled=False):  # casts are explicit, see _Layer
         rows = prompt_ids.size(0)  # what the weights are laid out for: the decode steps' batch
-        return _sample(body, head, [_Layer(layer, p + max_new_tokens, dtype, rows) for layer in body.layers],
+        return _sample(body, [_Layer(layer, p + max_new_tokens, dtype, rows) for layer in body.layers],
                        _Projection(head, dtype=dtype, rows=rows), dtype, prompt_ids, prompt_mask, max_new_tokens, eos_ids, pad_id,
                        do_sample, temperature, top_k, top_p)
 
 
-def _sample(body: Any, head: Any, layers: list[_Layer], head_proj: _Projection, dtype: torch.dtype | None,
+def _sample(body: Any, layers: list[_Layer], head_proj: _Projection, dtype: torch.dtype | None,
             prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int, eos_ids: torch.Tensor,
             pad_id: int, do_sample: bool, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
     b, p = prompt_ids.shape

@@ -267,8 +267,8 @@ class SwiGLUDown(torch.autograd.Function):
         product = (silu * up).to(ctx.dtype) if needs[2] else None                           # (B, T, I)
         grad_product, grad_w, grad_b = _linear_in_grads(grad, product, weight, ctx, (True, needs[2], needs[3]))
         grad_product = grad_product.to(gate.dtype)
-        grad_gate = torch.ops.aten.silu_backward(grad_product * up, gate) if ctx.needs_input_grad[0] else None
-        grad_up = grad_product * silu if ctx.needs_input_grad[1] else None
+        grad_gate = torch.ops.aten.silu_backward(grad_product * up, gate) if needs[0] else None
+        grad_up = grad_product * silu if needs[1] else None
         return grad_gate, grad_up, grad_w, grad_b, None
 
 

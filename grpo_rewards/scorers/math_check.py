@@ -181,7 +181,8 @@ def warm_up() -> None:
 # ANTLR (under math-verify's LaTeX parser) memoises its parse-path predictions per process, and
 # a worker's first few hundred distinct answers pay to learn them: measured, each parse costs
 # ~2.5x its steady-state price until then. `prime_parser` learns them from these generated forms
-# in the pool's zygote, once per pool, before it forks the workers: every worker inherits them.
+# in the pool's zygote, once per pool, between its fork requests: forks made after that inherit
+# them, and the pool swaps the workers forked earlier for such forks between batches.
 # Predictions are a cache: what the parser returns never depends on them.
 _PRIME_ATOMS = ("x", "n", "k", "a", "b", "y", "2", "3", "12", "0.5", "1,000", "\\pi", "e", "\\infty")
 _PRIME_ITEMS = 200
