@@ -9,7 +9,8 @@ gate/up projections fused into one matmul each, RMSNorm as one `F.rms_norm`. The
 the same tokens as `generate`. It runs on grpo_core.llama's module and on transformers' classes
 alike (the same module tree). Under autocast the snapshot of the weights is made in the autocast
 dtype, and in bf16 on the CPU laid out once for oneDNN (`_Projection`). Other architectures,
-sliding-window attention and `generation_backend: hf` use HF `generate`.
+sliding-window attention and `generation_backend: hf` use HF `generate`. On the CPU, where
+grpo_core.native's compiled op is built, each layer's step is that one op (bitwise the same).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from grpo_core import native
 from grpo_core.llama import attention
 
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
@@ -51,14 +53,22 @@ def _filter_logits(scores: torch.Tensor, temperature: float, top_k: int, top_p: 
     return scores
 
 
+def _plain_rms_norm(module: Any) -> tuple[torch.Tensor, float] | None:
+    """(weight, eps) of a plain Llama-style RMSNorm (`x / rms(x) * weight`), else None."""
+    weight, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
+    if type(module).__name__.endswith("RMSNorm") and weight is not None and eps is not None:
+        return weight, eps
+    return None
+
+
 def _norm(module: Any) -> Any:
     """RMSNorm as one fused op (`F.rms_norm`, weight included) when the module is the plain Llama-style
     kind; on a float32 input this is bitwise what the module computes."""
-    weight, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
-    if type(module).__name__.endswith("RMSNorm") and weight is not None and eps is not None:
-        return lambda x: (F.rms_norm(x, weight.shape, weight, eps) if x.dtype == torch.float32 == weight.dtype
-                          else F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype) * weight)
-    return module
+    if (plain := _plain_rms_norm(module)) is None:
+        return module
+    weight, eps = plain
+    return lambda x: (F.rms_norm(x, weight.shape, weight, eps) if x.dtype == torch.float32 == weight.dtype
+                      else F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype) * weight)
 
 
 def _matmul_dtype(device: torch.device) -> torch.dtype | None:
@@ -121,6 +131,10 @@ class _Projection:
             return F.linear(x, self.weight, self.bias)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(weight, bias) as the compiled layer takes them: it tells a prepacked weight by its layout."""
+        return self.weight if self.packed is None else self.packed, self.bias
+
 
 class _Layer:
     """One decoder layer over a preallocated cache: (B, T, H) in, (B, T, H) out.
@@ -145,6 +159,26 @@ class _Layer:
         self.down = _Projection(mlp.down_proj, dtype=dtype, rows=rows) if hasattr(mlp, "down_proj") else None
         self.length = length
         self.keys = self.values = None
+        self.native = self._native_layer(layer)
+
+    def _native_layer(self, layer: Any) -> tuple[Any, tuple] | None:
+        """grpo_core.native's compiled op (bitwise this class's step) and its weight arguments, when it
+        is built and covers the layer (on the CPU: plain RMSNorms, a SiLU-gated MLP), else None."""
+        attn = layer.self_attn
+        norms = [_plain_rms_norm(m) for m in (layer.input_layernorm, layer.post_attention_layernorm)]
+        qk_norms = ([_plain_rms_norm(attn.q_norm), _plain_rms_norm(attn.k_norm)] if self.q_norm is not None
+                    else [(None, 0.0)] * 2)
+        act = getattr(layer.mlp, "act_fn", None)
+        silu = act is F.silu or type(act).__name__ in ("SiLU", "SiLUActivation")
+        covered = (None not in norms + qk_norms and norms[0][1] == norms[1][1] and qk_norms[0][1] == qk_norms[1][1]
+                   and self.gate_up is not None and self.down is not None and silu and self.head_dim % 2 == 0
+                   and attn.q_proj.weight.device.type == "cpu")
+        if not covered or (op := native.decode_layer_op()) is None:
+            return None
+        # (op, its weight arguments), not a closure over self: that cycle would keep the layer's weight
+        # snapshot and caches alive after the rollout until the garbage collector ran (+50-140 MiB, measured)
+        return op, (norms[0][0], norms[1][0], norms[0][1], *self.qkv.tensors(), *self.o_proj.tensors(),
+                    *self.gate_up.tensors(), *self.down.tensors(), qk_norms[0][0], qk_norms[1][0], qk_norms[0][1])
 
     def cast(self, h: torch.Tensor) -> torch.Tensor:
         return h if self.dtype is None else h.to(self.dtype)
@@ -158,6 +192,12 @@ class _Layer:
     def __call__(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                  start: int) -> torch.Tensor:
         b, t, d = x.size(0), x.size(1), self.head_dim
+        if self.keys is None:
+            self.keys = x.new_zeros(b, self.heads[1], self.length, d, dtype=torch.float32)  # (B, KV, L, D)
+            self.values = x.new_zeros(b, self.heads[1], self.length, d, dtype=torch.float32)
+        if self.native is not None:
+            op, weights = self.native
+            return op(x, *weights, cos, sin, self.keys, self.values, mask, start, *self.heads, self.scaling, self.dtype)
         qkv = self.qkv(self.cast(self.norm1(x)))                                       # (B, T, (H+2KV)*D)
         qk = qkv[..., :sum(self.heads) * d].view(b, t, -1, d)                          # (B, T, H+KV, D)
         v = qkv[..., sum(self.heads) * d:].view(b, t, -1, d).transpose(1, 2)           # (B, KV, T, D)
@@ -166,9 +206,6 @@ class _Layer:
             qk = torch.cat([self.q_norm(q), self.k_norm(k)], 2)
         qk = qk.transpose(1, 2).to(cos.dtype)                                          # (B, H+KV, T, D)
         q, k = (qk * cos + self.rotate_half(qk) * sin).split(self.heads, 1)            # HF's rotation
-        if self.keys is None:
-            self.keys = x.new_zeros(b, k.size(1), self.length, d, dtype=torch.float32)  # (B, KV, L, D)
-            self.values = x.new_zeros(b, v.size(1), self.length, d, dtype=torch.float32)
         end = start + t
         self.keys[:, :, start:end] = k
         self.values[:, :, start:end] = v
