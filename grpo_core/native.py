@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,21 @@ def library_path() -> Path:
 
 @functools.cache
 def decode_layer_op() -> Any:
-    """`torch.ops.grpo_core.decode_layer` when built (loaded once per process), else None."""
+    """`torch.ops.grpo_core.decode_layer` when built (loaded once per process), else None.
+
+    A build that does not load (a damaged file) is reported once and left alone: decoding then
+    runs the Python layer rather than stopping a run over a speed-up.
+    """
     path = library_path()
     if os.environ.get("GRPO_CORE_NATIVE", "1") == "0" or not path.is_file():
         return None
-    torch.ops.load_library(str(path))
-    return torch.ops.grpo_core.decode_layer
+    try:
+        torch.ops.load_library(str(path))
+        return torch.ops.grpo_core.decode_layer
+    except (OSError, RuntimeError) as exc:
+        warnings.warn(f"grpo_core.native: cannot load {path} ({exc}); the decode loop runs its Python layer. "
+                      "Delete the file and run `python -m grpo_core.native` to rebuild it.", stacklevel=2)
+        return None
 
 
 def build(verbose: bool = False) -> Path:

@@ -142,3 +142,16 @@ def test_a_layer_is_freed_by_reference_counting(native_op):
         assert freed() is None
     finally:
         gc.enable()
+
+
+def test_a_damaged_build_is_reported_and_the_python_layer_runs(monkeypatch, tmp_path):
+    monkeypatch.setenv("GRPO_CORE_NATIVE_DIR", str(tmp_path))
+    path = native.library_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a shared library")
+    native.decode_layer_op.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="cannot load .*python -m grpo_core.native"):
+            assert native.decode_layer_op() is None
+    finally:
+        native.decode_layer_op.cache_clear()
