@@ -234,7 +234,9 @@ def test_priming_runs_once_in_the_zygote_and_every_worker_inherits_it():
     left = _probe("-1 if m._primed is None else len(m._primed)")
     try:
         first = [chunk[0].value for chunk in pool.map([[left], [left]], 5)]
-        assert min(first) > 100  # forked and served while most of the 200 forms were still to prime
+        # forked and served before the zygote's priming began (-1: its first prime step had not run,
+        # which happens on a loaded machine) or while most of the 200 forms were still to prime
+        assert all(left_to_prime == -1 or left_to_prime > 100 for left_to_prime in first), first
         assert pool.wait_primed(60)
         assert [chunk[0].value for chunk in pool.map([[left], [left]], 5)] == [0, 0]
         before = list(pool.pids)
