@@ -22,5 +22,5 @@ fi
 # grpo_core's compiled decode layer (C++, built with the venv's ninja in ~10 s once per torch version; a
 # no-op when built). Optional: without a compiler the decode loop runs its Python layer, slower, with
 # bitwise the same results.
-PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m grpo_core.native >/dev/null \
+PATH="$(cd "$VENV" && pwd)/bin:$PATH" "$VENV/bin/python" -m grpo_core.native >/dev/null \
   || echo "setup: grpo_core.native not built (see above); continuing" >&2
