@@ -30,6 +30,18 @@ def char_tokenizer() -> Any:
     return char_level_tokenizer(CHARS, SPECIALS)
 
 
+def small_decoder(kind: str, vocab: int, tokenizer: Any) -> Any:
+    """A seeded 2-layer transformers model of `kind` (llama, qwen2, qwen3) with grouped heads (4 q, 2 kv)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(kind, vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                                  eos_token_id=tokenizer.eos_token_id)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
 @register_tokenizer("test_chars_pad_eos")
 def char_tokenizer_pad_is_eos() -> Any:
     tokenizer = char_tokenizer()

@@ -9,11 +9,10 @@ import sys
 import pytest
 import torch
 
-from _grpo_core_helpers import char_tokenizer
+from _grpo_core_helpers import char_tokenizer, small_decoder
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core import decode, native
 from grpo_core.rollout import encode_prompts, generate, generation_config, left_pad
-from test_rollout import small_decoder
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _grpo_core_helpers import char_tokenizer, char_tokenizer_pad_is_eos
+from _grpo_core_helpers import char_tokenizer, char_tokenizer_pad_is_eos, small_decoder
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.loss import CompletionLogprobs, grpo_loss
 from grpo_core.rollout import (
@@ -115,17 +115,6 @@ def test_rollout_rows_trim_columns_to_the_micro_batch():
     part = rollout.rows(0, 2)
     assert part.completion_ids.shape == (2, 3) and part.old_logps.shape == (2, 3)
     assert rollout.rows(2, 3).completion_ids.shape == (1, 4)
-
-
-def small_decoder(kind: str, vocab: int, tokenizer):
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    config = AutoConfig.for_model(kind, vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                  max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
-                                  eos_token_id=tokenizer.eos_token_id)
-    return AutoModelForCausalLM.from_config(config).eval()
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
