@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import os
 import shutil
 import sys
@@ -21,8 +22,6 @@ import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
-
-import torch
 
 SOURCE = Path(__file__).with_name("csrc") / "decode_layer.cpp"
 NAME = "grpo_core_native"
@@ -32,8 +31,19 @@ def library_path() -> Path:
     """Where the build for this source, torch and Python lives (`GRPO_CORE_NATIVE_DIR` overrides the root)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     root = os.environ.get("GRPO_CORE_NATIVE_DIR") or cache / "grpo_core" / "native"
-    key = hashlib.sha256(SOURCE.read_bytes() + f"{torch.__version__}|{sys.version}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes() + f"{_torch_version()}|{sys.version}".encode()).hexdigest()[:16]
     return Path(root) / key / f"{NAME}.so"
+
+
+def _torch_version() -> str:
+    """The installed torch's version, from its metadata: scripts/setup.sh checks the build on every run,
+    and `import torch` alone would make that check take 1.5 s instead of ~0.1."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:  # a torch without distribution metadata
+        import torch
+
+        return torch.__version__
 
 
 @functools.cache
@@ -43,6 +53,8 @@ def decode_layer_op() -> Any:
     A build that does not load (a damaged file) is reported once and left alone: decoding then
     runs the Python layer rather than stopping a run over a speed-up.
     """
+    import torch
+
     path = library_path()
     if os.environ.get("GRPO_CORE_NATIVE", "1") == "0" or not path.is_file():
         return None
