@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_rewards.errors import UserError
+from grpo_rewards.fileio import atomic_file
 
 
 def is_conversational(prompt: Any) -> bool:
@@ -180,9 +181,7 @@ def read_prompt_records(path: str | Path, limit: int | None = None) -> list[dict
 
 def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Rows as JSONL, through a temporary file renamed into place: a reader never sees half a file."""
-    from grpo_rewards.cli import atomic_output
-
-    with atomic_output(path) as handle:
+    with atomic_file(path) as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 

@@ -20,17 +20,14 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import shutil
 import socket
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from grpo_rewards.errors import UnknownNameError, UserError
+from grpo_rewards.fileio import atomic_directory
 
 CACHE_MARKER = "grpo-source.json"
 # Files a causal LM and its tokenizer need; weights in other formats (.bin, .gguf, onnx) are skipped.
@@ -220,30 +217,6 @@ def save_model_dir(model: Any, tokenizer: Any, directory: Path) -> None:
     model.save_pretrained(directory, safe_serialization=True)
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
-
-
-@contextmanager
-def atomic_directory(target: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of `target`; on success it replaces `target` in one rename.
-
-    A crash leaves either the old directory or the new one, never a half-written one.
-    """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a model directory is ordinary data
-    try:
-        yield tmp
-        old = None
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{os.getpid()}"
-            os.rename(target, old)
-        os.rename(tmp, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def pick_dtype(dtype: str | Any, device: Any) -> Any:

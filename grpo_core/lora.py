@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_core.hub import atomic_directory, save_model_dir
+from grpo_core.hub import save_model_dir
+from grpo_rewards.fileio import atomic_directory
 
 
 class LoraSettings(BaseModel):

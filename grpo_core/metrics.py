@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
+
+from grpo_rewards.fileio import atomic_path, write_atomic
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "metrics.png"
@@ -41,9 +42,7 @@ def truncate_after(path: Path, step: int) -> None:
         return
     keep = [line for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip() and json.loads(line).get("step", 0) <= step]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, "".join(line + "\n" for line in keep))
 
 
 class MetricsLog:
@@ -125,8 +124,7 @@ def plot_metrics(metrics_path: Path, out_path: Path) -> Path | None:
     bottom.set_xlabel("step")
     bottom.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = out_path.with_name(out_path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(out_path) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, out_path)
     return out_path

@@ -9,13 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import statistics
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,6 +23,7 @@ from rich.text import Text
 
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.errors import ConfigError, Problem, UserError
+from grpo_rewards.fileio import atomic_file
 from grpo_rewards.registry import BUILTIN_PLUGINS, Registry, load_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.spec import spec_json_schema
@@ -119,29 +118,13 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 @contextmanager
 def atomic_output(path: str | Path) -> Iterator[TextIO]:
-    """Write to a temp file beside `path`, renamed over it only once complete.
-
-    After an error or Ctrl-C the temp file is removed and `path` is untouched: readers never see
-    half a file. Same directory, so `os.replace` is an atomic rename on one filesystem.
-    """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write here: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """`fileio.atomic_file`, with a place that cannot be written to reported as the user's mistake."""
+    with ExitStack() as stack:
+        try:
+            fh = stack.enter_context(atomic_file(path))
+        except OSError as exc:
+            raise UserError(f"{path}: cannot write here: {exc.strerror or exc}") from None
+        yield fh
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-import tempfile
 import types
 import typing
 from pathlib import Path
@@ -27,6 +25,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from grpo_rewards.fileio import write_atomic
 from grpo_rewards.registry import Registry, get_registry
 
 MARKER = re.compile(r"(<!-- params: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /params -->)", re.DOTALL)
@@ -128,17 +127,6 @@ def refresh(text: str, registry: Registry | None = None) -> tuple[str, list[str]
 
 def documented_scorers(text: str) -> list[str]:
     return [m.group("name") for m in MARKER.finditer(text)]
-
-
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

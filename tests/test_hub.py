@@ -89,21 +89,6 @@ def test_alias_offline_uses_a_finished_cached_conversion(offline, tiny_dir):
     assert hub._cache_valid(cached)  # ... but still serves when the package has been uninstalled
 
 
-def test_atomic_directory_keeps_the_old_copy_on_failure(tmp_path):
-    target = tmp_path / "model"
-    target.mkdir()
-    (target / "weights").write_text("old")
-    with pytest.raises(RuntimeError):
-        with hub.atomic_directory(target) as tmp:
-            (tmp / "weights").write_text("half")
-            raise RuntimeError("crash while writing")
-    assert (target / "weights").read_text() == "old"
-    with hub.atomic_directory(target) as tmp:
-        (tmp / "weights").write_text("new")
-    assert (target / "weights").read_text() == "new"
-    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary or old copies left
-
-
 def test_load_pretrained_gives_a_padded_tokenizer_and_the_dtype(tiny_dir):
     model, tokenizer = hub.load_pretrained(tiny_dir, dtype="bfloat16", device="cpu")
     assert next(model.parameters()).dtype == torch.bfloat16

@@ -1,0 +1,100 @@
+"""Atomic writes: readers see the old file (or directory) or the new one, never half of one.
+
+Every output of the project (scored records, metrics, plots, checkpoints, saved models, docs
+tables) goes through these, so one interrupted run never leaves a truncated file behind.
+The temporary sibling lives in the target's directory, so the final `os.replace`/`os.rename`
+is an atomic rename on one filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+def _usual_mode(path: str | Path, directory: bool = False) -> None:
+    # mkstemp/mkdtemp create private files; outputs are ordinary data, so give them the umask's mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask)
+
+
+@contextmanager
+def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a temporary sibling of `path` for writing (`"w"` text in UTF-8, or `"wb"`).
+
+    On a clean exit the data is flushed to disk and renamed over `path`; after an error or a
+    Ctrl-C the temporary file is removed and `path` is untouched. `OSError`s from creating the
+    file propagate, so a caller can turn them into a user-facing message.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_file writes with mode 'w' or 'wb', not {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        _usual_mode(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> Path:
+    """Write `data` (text as UTF-8, or bytes) to `path` atomically; returns the path."""
+    with atomic_file(path, "wb" if isinstance(data, bytes) else "w") as fh:
+        fh.write(data)
+    return Path(path)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary sibling path for a writer that wants a file name (matplotlib, `torch.save`).
+
+    The writer creates the file at the yielded path; on a clean exit it is renamed over `path`.
+    The suffix is kept, because some writers choose the format from it.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".part{path.suffix}")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        _usual_mode(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_directory(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling directory of `target`; on success it replaces `target` in one rename.
+
+    A crash leaves either the old directory or the new one, never a half-written one.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    _usual_mode(tmp, directory=True)
+    try:
+        yield tmp
+        old = None
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{os.getpid()}"
+            os.rename(target, old)
+        os.rename(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,7 @@
+"""Known reward hacks against the math scorers (see grpo_rewards.redteam)."""
+
+from __future__ import annotations
+
+from grpo_rewards.redteam import Hack
+
+HACKS: list[Hack] = []
