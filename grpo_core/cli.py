@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+import grpo_rewards
 from grpo_rewards.errors import UserError
 
 
@@ -21,6 +22,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="grpo-train", description="Train a causal LM with GRPO.",
         epilog="Evaluation: `grpo-train generate --help` writes completions for `grpo-rewards score`.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {grpo_rewards.__version__}")
     parser.add_argument("config", help="training config (YAML, TOML or JSON)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value, e.g. --set max_steps=10 --set model.dtype=bfloat16 "

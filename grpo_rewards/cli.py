@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from grpo_rewards import __version__
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.errors import ConfigError, Problem, UserError
 from grpo_rewards.fileio import atomic_file
@@ -30,6 +31,7 @@ from grpo_rewards.spec import spec_json_schema
 
 MAX_REPORTED_PROBLEMS = 20
 PARQUET_SUFFIXES = (".parquet", ".pq")
+STDIO = Path("-")  # `--input -` reads standard input, `--output -` writes standard output
 
 
 def _stdout() -> Console:
@@ -55,17 +57,28 @@ def _registry(report_failures: bool = True) -> Registry:
 # Input and output files
 
 
+def _is_text(value: Any) -> bool:
+    """A prompt or completion: a string, or chat messages (a list of objects with a `role`)."""
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value))
+
+
 def _record_problem(record: Any, where: str) -> str | None:
     if not isinstance(record, dict):
         return f"{where} must be a JSON object with a 'completion' field, got {type(record).__name__}"
     if "completion" not in record:
         return f"{where} has no 'completion' field"
+    for key in ("completion", "prompt"):
+        if key in record and not _is_text(record[key]):
+            return (f"{where}'s '{key}' must be a string or a list of chat messages ({{\"role\": ..., "
+                    f"\"content\": ...}}), got {json.dumps(record[key])[:60]}")
     return None
 
 
 def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     records, problems = [], []
-    with path.open("rb") as fh:
+    with ExitStack() as stack:
+        fh = sys.stdin.buffer if path == STDIO else stack.enter_context(path.open("rb"))
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
@@ -102,7 +115,7 @@ def _read_parquet(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """Records `{prompt, completion, ...reference fields}` from JSONL or parquet; every bad line reported."""
     path = Path(path)
-    if not path.is_file():
+    if path != STDIO and not path.is_file():
         raise UserError(f"{path}: no such input file")
     reader = _read_parquet if path.suffix.lower() in PARQUET_SUFFIXES else _read_jsonl
     records, problems = reader(path)
@@ -118,7 +131,12 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 @contextmanager
 def atomic_output(path: str | Path) -> Iterator[TextIO]:
-    """`fileio.atomic_file`, with a place that cannot be written to reported as the user's mistake."""
+    """`fileio.atomic_file` (standard output for `-`), a place that cannot be written to reported as
+    the user's mistake."""
+    if Path(path) == STDIO:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
     with ExitStack() as stack:
         try:
             fh = stack.enter_context(atomic_file(path))
@@ -263,9 +281,11 @@ def cmd_score(args: argparse.Namespace) -> int:
                 out.update(batch.record(j, with_info=args.with_info))
                 fh.write(json.dumps(out, default=repr) + "\n")
             summary.add(batch)
-    console = _stdout()
+    # With `--output -` the results own standard output: the summary goes to stderr.
+    console = _stderr() if Path(args.output) == STDIO else _stdout()
     console.print(summary.table(dict(zip(reward.aliases, reward.weights, strict=True))))
-    console.print(f"wrote {len(records)} results to {args.output}", markup=False)
+    where = "standard output" if Path(args.output) == STDIO else args.output
+    console.print(f"wrote {len(records)} results to {where}", markup=False)
     return 0
 
 
@@ -325,6 +345,7 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grpo-rewards", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="registered scorers, their plugins and params")
@@ -341,8 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("score", help="score a file of completions with a spec")
     p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
-    p.add_argument("--input", required=True, help="JSONL (or .parquet) of {prompt, completion, ...reference}")
-    p.add_argument("--output", required=True, help="JSONL of results, one line per input, written atomically")
+    p.add_argument("--input", required=True,
+                   help="JSONL (or .parquet) of {prompt, completion, ...reference}; - reads standard input")
+    p.add_argument("--output", required=True,
+                   help="JSONL of results, one line per input, written atomically; - writes standard output")
     p.add_argument("--batch-size", type=_positive_int, default=256, help="samples per scorer call (default 256)")
     p.add_argument("--with-info", action="store_true", help="include each scorer's info in the output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -350,7 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="each scorer's value and reasons, per sample")
     p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
-    p.add_argument("--input", required=True, help="JSONL (or .parquet) of {prompt, completion, ...reference}")
+    p.add_argument("--input", required=True,
+                   help="JSONL (or .parquet) of {prompt, completion, ...reference}; - reads standard input")
     p.add_argument("--limit", type=_positive_int, default=5, help="samples to explain (default 5)")
     p.add_argument("--chars", type=_positive_int, default=300, help="characters of prompt/completion shown")
     p.add_argument("--json", action="store_true", help="one JSON line per sample instead of tables")

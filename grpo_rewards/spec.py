@@ -107,9 +107,17 @@ def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, Lin
     """Parse a YAML, TOML or JSON file; a missing file or a syntax error is a `ConfigError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem("", f"cannot read file: {exc.strerror or exc}", str(path))], what) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        problem = Problem("", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column} (save the file as "
+                          "UTF-8)", str(path), line)
+        raise ConfigError([problem], what) from None
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":
@@ -118,7 +126,7 @@ def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, Lin
             return json.loads(text), _yaml_line_index(text)
         return yaml.safe_load(text), _yaml_line_index(text)
     except json.JSONDecodeError as exc:
-        problem = Problem("", f"invalid JSON: {exc.msg}", str(path), exc.lineno)
+        problem = Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(path), exc.lineno)
     except tomllib.TOMLDecodeError as exc:
         problem = Problem("", f"invalid TOML: {exc}", str(path))
     except yaml.YAMLError as exc:
