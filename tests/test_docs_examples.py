@@ -40,3 +40,15 @@ def test_the_trl_example_runs_as_printed_on_this_machine(tmp_path):
                             env=subprocess_env(), timeout=580)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "runs" / "grpo").is_dir()
+
+
+def test_the_plugin_guide_describes_every_field_and_property_of_sample():
+    import dataclasses
+
+    from grpo_rewards import Sample
+
+    text = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)(?:\([^)]*\))?` \|", text, flags=re.M))
+    public = {f.name for f in dataclasses.fields(Sample)}
+    public |= {n for n, v in vars(Sample).items() if not n.startswith("_") and isinstance(v, (property, classmethod))}
+    assert public <= documented, f"docs/plugins.md does not describe {sorted(public - documented)}"
