@@ -52,3 +52,29 @@ def test_the_plugin_guide_describes_every_field_and_property_of_sample():
     public = {f.name for f in dataclasses.fields(Sample)}
     public |= {n for n, v in vars(Sample).items() if not n.startswith("_") and isinstance(v, (property, classmethod))}
     assert public <= documented, f"docs/plugins.md does not describe {sorted(public - documented)}"
+
+
+def test_the_table_of_defaults_that_differ_from_trl_is_complete_and_right():
+    import dataclasses
+
+    import yaml
+
+    trl = pytest.importorskip("trl")
+    from grpo_core.config import TrainConfig
+
+    def trl_default(f):
+        if f.default is not dataclasses.MISSING:
+            return f.default
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+
+    theirs = {f.name: trl_default(f) for f in dataclasses.fields(trl.GRPOConfig)}
+    differ = {name: (field.get_default(call_default_factory=True), theirs[name])
+              for name, field in TrainConfig.model_fields.items()
+              if name in theirs and field.get_default(call_default_factory=True) != theirs[name]}
+    text = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
+    section = text.split("## Defaults that differ from TRL's `GRPOConfig`", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \| `([^`]*)` \| (.+) \|$", section, flags=re.M)
+    table = {name: (yaml.safe_load(ours), yaml.safe_load(trls)) for name, ours, trls, _ in rows}
+    assert set(table) == set(differ), f"missing {set(differ) - set(table)}, extra {set(table) - set(differ)}"
+    for name, (ours, trls) in differ.items():
+        assert table[name] == (ours, trls), name
