@@ -80,7 +80,8 @@ class CompositeReward:
             scores = member.scorer.score(samples, results)
             if len(scores) != len(samples):
                 raise RuntimeError(f"returned {len(scores)} scores for {len(samples)} samples")
-            return [s if isinstance(s, Score) else Score(s) for s in scores], 0
+            scores = [s if isinstance(s, Score) else Score(s) for s in scores]
+            return self._check_range(member, scores)
         except Exception as exc:
             if member.on_error == "raise":
                 raise
@@ -90,6 +91,26 @@ class CompositeReward:
                             member.alias, exc_info=exc)
             reason = f"scorer raised {type(exc).__name__}: {exc}"
             return [Score.unscorable("scorer error", error=reason) for _ in samples], len(samples)
+
+    def _check_range(self, member: Member, scores: list[Score]) -> tuple[list[Score], int]:
+        """A value outside the scorer's declared `value_range` is a scorer bug: like an exception, the
+        sample gets None (with the value in `info`) and is counted, rather than clipped into a reward
+        the scorer never meant."""
+        low, high = member.scorer.value_range
+        outside = [i for i, s in enumerate(scores) if s.value is not None and not low <= s.value <= high]
+        if not outside:
+            return scores, 0
+        if member.on_error == "raise":
+            raise ValueError(f"scorer {member.alias!r} returned {scores[outside[0]].value!r}, outside its "
+                             f"declared value_range [{low:g}, {high:g}]")
+        if member.alias not in self._logged:
+            self._logged.add(member.alias)
+            log.warning("scorer %r returned values outside its value_range [%g, %g]; those samples are "
+                        "scored None (logged once per scorer)", member.alias, low, high)
+        for i in outside:
+            scores[i] = Score.unscorable("scorer error", error=f"value {scores[i].value!r} outside the declared "
+                                         f"value_range [{low:g}, {high:g}]", raw_value=scores[i].value)
+        return scores, len(outside)
 
     def score(self, samples: Sequence[Sample | Mapping[str, Any]]) -> RewardBatch:
         samples = as_samples(samples)
