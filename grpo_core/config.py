@@ -12,14 +12,15 @@ import contextlib
 import importlib
 import importlib.util
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from grpo_core.lora import LoraSettings
-from grpo_rewards.errors import ConfigError, Problem, UnknownNameError
+from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry, load_registry
 from grpo_rewards.spec import LineOf, RewardSpec, _pydantic_problems, read_structured_file, validate_spec
 
@@ -153,6 +154,19 @@ class TrainConfig(_Section):
     eval_do_sample: bool = Field(False, description="Sample at eval (with `temperature`) instead of greedy.")
     eval_batch_size: int = Field(64, ge=1, description="Prompts per eval generate call.")
 
+    # The run's registry (built-ins, entry points and `plugins`), built once by `validate_config`.
+    _registry: Registry | None = PrivateAttr(None)
+
+    @property
+    def registry(self) -> Registry:
+        """The one registry of this run: the rewards were validated against it and are built from it."""
+        if self._registry is None:  # a config made without validate_config (e.g. TrainConfig(...))
+            registry, problems = _plugin_registry(self.plugins, lambda loc: None, None)
+            if problems:
+                raise ConfigError(problems, "training config")
+            self._registry = registry
+        return self._registry
+
     @property
     def clip_high(self) -> float:
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
@@ -166,34 +180,69 @@ class TrainConfig(_Section):
 # ---------------------------------------------------------------------------------------------
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> list[Problem]:
-    """Apply `a.b.c=value` (value parsed as YAML) in place; returns problems with malformed ones."""
-    problems = []
+@dataclass(frozen=True)
+class Override:
+    """One `--set KEY=VALUE` that was applied: where it went, so problems there are blamed on it."""
+
+    arg: str
+    loc: tuple[str | int, ...]
+
+    def blame(self, problem: Problem) -> Problem:
+        """`problem` attributed to this override when it lies at or below the overridden path."""
+        here = format_loc(self.loc)
+        if problem.path != here and not problem.path.startswith((here + ".", here + "[")):
+            return problem
+        return replace(problem, path="" if problem.path == here else problem.path, source=f"--set {self.arg}",
+                       line=None)
+
+
+def _set_path(data: dict[str, Any], parts: list[str], value: Any) -> tuple[tuple[str | int, ...], str | None]:
+    """Set `value` at the dotted path; a list is entered by index. Returns the location and an error."""
+    node: Any = data
+    loc: list[str | int] = []
+    for depth, part in enumerate(parts):
+        key: str | int = part
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                where = format_loc(loc)
+                return tuple(loc), f"{where} is a list of {len(node)} items: address one by its index (0 to " \
+                    f"{len(node) - 1}), got {part!r}"
+            key = int(part)
+        elif not isinstance(node, dict):
+            return tuple(loc), f"cannot set inside {format_loc(loc)}: it is a {type(node).__name__} ({node!r}), " \
+                "not a mapping or a list"
+        loc.append(key)
+        if depth == len(parts) - 1:
+            node[key] = value
+        else:
+            if isinstance(node, dict) and node.get(key) is None:  # a new (or empty) section
+                node[key] = {}
+            node = node[key]
+    return tuple(loc), None
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> tuple[list[Override], list[Problem]]:
+    """Apply each `a.b.0.c=value` (value parsed as YAML; a number addresses a list item) in place.
+
+    Returns the overrides applied (to blame later problems on them) and the problems of the others.
+    """
+    applied, problems = [], []
     for item in overrides:
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(Problem(item, "an override must look like key.path=value", "--set"))
+        parts = key.strip().split(".")
+        if not sep or not all(parts):
+            problems.append(Problem("", "an override must look like key.path=value", f"--set {item}"))
             continue
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             value = raw
-        node = data
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[parts[-1]] = value
-    return problems
-
-
-def scorer_registry(plugins: list[str]) -> Registry:
-    """The registry a config's rewards resolve against (built-ins, entry points and `plugins`)."""
-    registry, problems = _plugin_registry(plugins, lambda loc: None, None)
-    if problems:
-        raise ConfigError(problems, "training config")
-    return registry
+        loc, error = _set_path(data, parts, value)
+        if error:
+            problems.append(Problem("", error, f"--set {item}"))
+        else:
+            applied.append(Override(item, loc))
+    return applied, problems
 
 
 def _plugin_registry(names: Any, line_of: LineOf, source: str | None) -> tuple[Registry, list[Problem]]:
@@ -321,6 +370,11 @@ def _section_problems(data: dict[str, Any], base: Path, source: str | None,
     return data_section, problems
 
 
+# Stands in for an invalid rewards section (reported with its own locations) so that the rest of
+# the config is still validated and every problem is listed at once.
+_PLACEHOLDER_SPEC = RewardSpec.model_construct(scorers=[], on_error="none")
+
+
 def validate_config(data: Any, source: str | None = None, line_of: LineOf | None = None,
                     base: Path | None = None) -> TrainConfig:
     """Validate plain config data; raises one `ConfigError` listing every problem."""
@@ -334,7 +388,8 @@ def validate_config(data: Any, source: str | None = None, line_of: LineOf | None
     problems += reward_problems
     config = None
     try:
-        config = TrainConfig.model_validate({**data, "rewards": spec.model_dump() if spec else {"scorers": []}})
+        # The validated spec itself: pydantic keeps a model instance as is (no second validation).
+        config = TrainConfig.model_validate({**data, "rewards": spec or _PLACEHOLDER_SPEC})
     except ValidationError as exc:
         for p in _pydantic_problems(exc, (), "", source, line_of):
             if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
@@ -343,9 +398,9 @@ def validate_config(data: Any, source: str | None = None, line_of: LineOf | None
     problems += section_problems + _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
     if problems:
         raise ConfigError(problems, "training config")
-    assert config is not None and spec is not None
-    config.rewards = spec  # params validated by each scorer's Params
+    assert config is not None and data_section is not None
     config.data = data_section  # with file paths resolved against the config's directory
+    config._registry = registry
     return config
 
 
@@ -353,7 +408,19 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainCo
     """Read, override and validate a training config file."""
     data, line_of = read_structured_file(path, "training config")
     data = data if data is not None else {}
-    problems = apply_overrides(data, list(overrides or [])) if isinstance(data, dict) else []
+    if not isinstance(data, dict):  # reported by validate_config
+        return validate_config(data, str(path), line_of)
+    applied, problems = apply_overrides(data, list(overrides or []))
     if problems:
         raise ConfigError(problems, "training config")
-    return validate_config(data, str(path), line_of, Path(path).resolve().parent)
+    try:
+        return validate_config(data, str(path), line_of, Path(path).resolve().parent)
+    except ConfigError as exc:
+        blamed = []
+        for problem in exc.problems:
+            for override in reversed(applied):  # the last override of a path is the one that counts
+                if (moved := override.blame(problem)) is not problem:
+                    problem = moved
+                    break
+            blamed.append(problem)
+        raise ConfigError(blamed, "training config") from None

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from grpo_core import checkpoint as ckpt
-from grpo_core.config import TrainConfig, scorer_registry
+from grpo_core.config import TrainConfig
 from grpo_core.data import PromptSampler, load_splits
 from grpo_core.loss import CompletionLogprobs, group_advantages, grpo_loss, nanstd
 from grpo_core.metrics import METRICS_FILE, PLOT_FILE, MetricsLog, average, plot_metrics, truncate_after
@@ -67,7 +67,7 @@ class Trainer:
             cfg.num_train_epochs * self.sampler.batches_per_epoch)) * cfg.num_iterations
         self.scheduler = Schedule(self.optimizer, lr_schedule(cfg.lr_scheduler_type, cfg.warmup_steps,
                                                               self.total_steps))
-        self.reward = build(cfg.rewards, scorer_registry(cfg.plugins))
+        self.reward = build(cfg.rewards, cfg.registry)
         self._build_generation()
         seed_everything(cfg.seed + self.rt.rank)  # each rank its own sampling stream
         self.step, self.iteration, self.rollout = 0, 0, None

@@ -12,12 +12,13 @@ import json
 import statistics
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -25,7 +26,7 @@ from grpo_rewards import __version__
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.errors import ConfigError, Problem, UserError
 from grpo_rewards.fileio import atomic_file
-from grpo_rewards.registry import BUILTIN_PLUGINS, Registry, load_registry
+from grpo_rewards.registry import BUILTIN_PLUGINS, Entry, Registry, load_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.spec import spec_json_schema
 
@@ -100,7 +101,7 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
 
 def _read_parquet(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     try:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # optional extra `data`, and heavy: only when a parquet file is read
     except ImportError:
         raise UserError("reading parquet needs pyarrow: pip install 'grpo-rewards[data]'") from None
     try:
@@ -165,6 +166,21 @@ def _param_lines(params_model: Any) -> str:
     return "\n".join(lines) or "-"
 
 
+def _entry_table(title: str, entries: Iterable[Entry]) -> Table:
+    """Registered scorers or sandbox backends: name, plugin, description, params with defaults."""
+    table = Table(title=title, show_lines=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("plugin", no_wrap=True)
+    table.add_column("description", overflow="fold", ratio=3)
+    table.add_column("params (defaults)", overflow="fold", ratio=2)
+    for entry in sorted(entries, key=lambda e: e.name):
+        # Built-ins are plugins named after their module; drop the package prefix to save width.
+        plugin = entry.plugin.removeprefix("grpo_rewards.") if entry.plugin in BUILTIN_PLUGINS else entry.plugin
+        table.add_row(Text(entry.name), Text(plugin), Text(entry.cls.description()),
+                      Text(_param_lines(entry.cls.Params)))
+    return table
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     registry = _registry(report_failures=False)
     if args.json:
@@ -172,25 +188,17 @@ def cmd_list(args: argparse.Namespace) -> int:
             "scorers": [{"name": e.name, "plugin": e.plugin, "description": e.cls.description(),
                          "params": _param_table(e.cls.Params)}
                         for e in sorted(registry.scorers.values(), key=lambda e: e.name)],
-            "sandboxes": [{"name": e.name, "plugin": e.plugin} for e in registry.sandboxes.values()],
+            "sandboxes": [{"name": e.name, "plugin": e.plugin, "description": e.cls.description(),
+                           "params": _param_table(e.cls.Params)}
+                          for e in sorted(registry.sandboxes.values(), key=lambda e: e.name)],
             "failures": [{"plugin": f.plugin, "error": f.error} for f in registry.failures],
         }, indent=2, default=repr))
         return 0
-    table = Table(title="Scorers", show_lines=True)
-    table.add_column("name", no_wrap=True)
-    table.add_column("plugin", no_wrap=True)
-    table.add_column("description", overflow="fold", ratio=3)
-    table.add_column("params (defaults)", overflow="fold", ratio=2)
-    for entry in sorted(registry.scorers.values(), key=lambda e: e.name):
-        # Built-ins are plugins named after their module; drop the package prefix to save width.
-        plugin = entry.plugin.removeprefix("grpo_rewards.") if entry.plugin in BUILTIN_PLUGINS else entry.plugin
-        table.add_row(Text(entry.name), Text(plugin), Text(entry.cls.description()),
-                      Text(_param_lines(entry.cls.Params)))
+    table = _entry_table("Scorers", registry.scorers.values())
     console = _stdout()
     console.print(table)
     if registry.sandboxes:
-        console.print("Sandboxes: " + ", ".join(f"{e.name} ({e.plugin})" for e in registry.sandboxes.values()),
-                      markup=False)
+        console.print(_entry_table("Sandboxes (code_tests `sandbox:`)", registry.sandboxes.values()))
     for failure in registry.failures:
         _stderr().print(Text(f"plugin failure: {failure}", style="red"))
     return 0
@@ -220,8 +228,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def _scored_batches(reward: CompositeReward, records: list[dict[str, Any]], batch_size: int,
                     show_progress: bool) -> Iterator[tuple[int, RewardBatch]]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     console = _stderr()
     # Off when stderr is not a terminal: rich would print one stale bar at the end into the log.
@@ -348,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", help="registered scorers, their plugins and params")
+    p = sub.add_parser("list", help="registered scorers and sandbox backends, their plugins and params")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_list)
 

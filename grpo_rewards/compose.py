@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from grpo_rewards.integrations.trl import TrlRewardFunction, trl_reward_functions
 from grpo_rewards.registry import Registry, get_registry
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import RewardBatch, Sample, Score, Scorer
 from grpo_rewards.spec import RewardSpec, load_spec
+
+__all__ = ["CompositeReward", "Member", "RewardBatch", "as_samples", "build"]
 
 log = logging.getLogger(__name__)
 
@@ -27,41 +30,24 @@ class Member:
     on_error: str
 
 
-@dataclass
-class RewardBatch:
-    """Scores of one batch: weighted totals plus every scorer's `Score`s, by alias."""
-
-    totals: list[float | None]
-    scores: dict[str, list[Score]]
-    errors: dict[str, int] = field(default_factory=dict)  # alias -> samples that got None by an exception
-
-    @property
-    def values(self) -> dict[str, list[float | None]]:
-        return {alias: [s.value for s in scores] for alias, scores in self.scores.items()}
-
-    def __len__(self) -> int:
-        return len(self.totals)
-
-    def record(self, i: int, with_info: bool = False) -> dict[str, Any]:
-        """The JSON-ready result of sample `i`: total, per-scorer values (and infos)."""
-        out: dict[str, Any] = {"total": self.totals[i], "scores": {a: s[i].value for a, s in self.scores.items()}}
-        if with_info:
-            out["info"] = {a: s[i].info for a, s in self.scores.items()}
-        return out
-
-
 def as_samples(items: Iterable[Sample | Mapping[str, Any]]) -> list[Sample]:
     return [it if isinstance(it, Sample) else Sample.from_record(it) for it in items]
 
 
 class CompositeReward:
-    """A weighted sum of scorers built from a `RewardSpec`."""
+    """A weighted sum of scorers built from a `RewardSpec`.
+
+    A `RewardSpec` is trusted as given (one from `load_spec` or a training config was validated
+    there, and its scorers get their validated `Params` as is); a path or mapping is validated
+    first. `registry` is the run's registry, handed to every scorer; None: the process-wide one.
+    """
 
     def __init__(self, spec: RewardSpec | Mapping[str, Any] | str, registry: Registry | None = None) -> None:
-        registry = registry or get_registry()
-        self.spec = load_spec(spec, registry)
+        self.registry = registry if registry is not None else get_registry()
+        self.spec = spec if isinstance(spec, RewardSpec) else load_spec(spec, self.registry)
         self.members = [
-            Member(s.alias, s.weight, registry.scorer(s.scorer)(s.params), s.on_error or self.spec.on_error)
+            Member(s.alias, s.weight, self.registry.scorer(s.scorer)(s.scorer_params, registry=self.registry),
+                   s.on_error or self.spec.on_error)
             for s in self.spec.scorers
         ]
         self.error_counts = {m.alias: 0 for m in self.members}
@@ -129,10 +115,8 @@ class CompositeReward:
 
     __call__ = score
 
-    def as_trl(self) -> tuple[list[Any], list[float]]:
+    def as_trl(self) -> tuple[list[TrlRewardFunction], list[float]]:
         """`(reward_funcs, reward_weights)` for TRL's `GRPOTrainer`; see `integrations.trl`."""
-        from grpo_rewards.integrations.trl import trl_reward_functions
-
         return trl_reward_functions(self)
 
     def close(self) -> None:
@@ -147,5 +131,5 @@ class CompositeReward:
 
 
 def build(spec: RewardSpec | Mapping[str, Any] | str, registry: Registry | None = None) -> CompositeReward:
-    """Validate `spec` (a path, mapping or RewardSpec) and build its reward."""
+    """The reward of `spec`: a validated `RewardSpec`, or a path or mapping validated here."""
     return CompositeReward(spec, registry)

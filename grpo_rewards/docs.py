@@ -1,6 +1,7 @@
-"""Params tables for the docs, generated from each scorer's pydantic `Params` so they cannot drift.
+"""Params tables for the docs, generated from each scorer's (and sandbox backend's) pydantic
+`Params` so they cannot drift.
 
-A markdown file marks where a scorer's table goes::
+A markdown file marks where a scorer's table goes (`sandbox-params: NAME` for a backend's)::
 
     <!-- params: think_format -->
     (generated; do not edit)
@@ -28,7 +29,8 @@ from pydantic.fields import FieldInfo
 from grpo_rewards.fileio import write_atomic
 from grpo_rewards.registry import Registry, get_registry
 
-MARKER = re.compile(r"(<!-- params: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /params -->)", re.DOTALL)
+MARKER = re.compile(r"(<!-- (?P<kind>params|sandbox-params): (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /params -->)",
+                    re.DOTALL)
 
 
 def _cell(text: str) -> str:
@@ -51,6 +53,8 @@ def type_name(annotation: Any) -> str:
         return "null"
     if annotation is typing.Any:
         return "any"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "{" + ", ".join(annotation.model_fields) + "}"
     return getattr(annotation, "__name__", str(annotation))
 
 
@@ -106,27 +110,35 @@ class UnknownScorerInDocs(ValueError):
     pass
 
 
+def _marked_class(registry: Registry, m: re.Match[str]) -> type | None:
+    table = registry.scorers if m.group("kind") == "params" else registry.sandboxes
+    entry = table.get(m.group("name"))
+    return entry.cls if entry is not None else None
+
+
 def refresh(text: str, registry: Registry | None = None) -> tuple[str, list[str]]:
     """`text` with every marked table regenerated, and the names whose tables changed."""
     registry = registry or get_registry()
     changed: list[str] = []
-    unknown = [m.group("name") for m in MARKER.finditer(text) if m.group("name") not in registry.scorers]
+    unknown = [f"{m.group('kind')}: {m.group('name')}" for m in MARKER.finditer(text)
+               if _marked_class(registry, m) is None]
     if unknown:
-        raise UnknownScorerInDocs(f"params markers name unregistered scorers: {', '.join(unknown)} "
-                                  f"(registered: {', '.join(sorted(registry.scorers))})")
+        raise UnknownScorerInDocs(f"params markers name unregistered scorers or sandboxes: {', '.join(unknown)} "
+                                  f"(registered scorers: {', '.join(sorted(registry.scorers))}; "
+                                  f"sandboxes: {', '.join(sorted(registry.sandboxes))})")
 
     def replace(m: re.Match[str]) -> str:
-        name = m.group("name")
-        body = scorer_block(registry.scorer(name))
+        cls = _marked_class(registry, m)
+        body = scorer_block(cls) if m.group("kind") == "params" else params_table(cls.Params)
         if body != m.group("body"):
-            changed.append(name)
-        return m.group(1) + body + m.group(4)
+            changed.append(m.group("name"))
+        return m.group(1) + body + m.group(5)
 
     return MARKER.sub(replace, text), changed
 
 
 def documented_scorers(text: str) -> list[str]:
-    return [m.group("name") for m in MARKER.finditer(text)]
+    return [m.group("name") for m in MARKER.finditer(text) if m.group("kind") == "params"]
 
 
 def main(argv: list[str] | None = None) -> int:

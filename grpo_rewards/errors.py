@@ -41,6 +41,9 @@ class ConfigError(UserError, ValueError):
         super().__init__(f"invalid {what} ({n} problem{'s' if n != 1 else ''}):\n{lines}")
 
 
+PLURALS = {"sandbox": "sandboxes"}
+
+
 class UnknownNameError(UserError, KeyError):
     def __init__(self, kind: str, name: str, known: Iterable[str], failures: Iterable[Any] = ()) -> None:
         known = list(known)
@@ -50,7 +53,7 @@ class UnknownNameError(UserError, KeyError):
         if self.suggestions:
             msg += f"; did you mean {' or '.join(self.suggestions)}?"
         else:
-            msg += f"; known {kind}s: {', '.join(known) or 'none'}"
+            msg += f"; known {PLURALS.get(kind, kind + 's')}: {', '.join(known) or 'none'}"
         broken = [str(f) for f in failures]
         if broken:
             msg += " (note: " + "; ".join(broken) + ")"

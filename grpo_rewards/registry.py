@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -13,6 +14,7 @@ import pluggy
 
 from grpo_rewards import hookspecs
 from grpo_rewards.errors import UnknownNameError, UserError
+from grpo_rewards.sandbox.base import SandboxBackend
 from grpo_rewards.scorer import Scorer
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ class Registry:
     def scorer(self, name: str) -> type[Scorer]:
         return self._lookup(self.scorers, name, "scorer").cls
 
-    def sandbox(self, name: str) -> type:
+    def sandbox(self, name: str) -> type[SandboxBackend]:
         return self._lookup(self.sandboxes, name, "sandbox").cls
 
     def _lookup(self, table: dict[str, Entry], name: str, kind: str) -> Entry:
@@ -139,8 +141,6 @@ def _collect(pm: pluggy.PluginManager, hook_name: str, base: type | None,
 
 def load_registry(extra_plugins: list[Any] | None = None, entry_points: bool = True) -> Registry:
     """Discover built-in and installed plugins. `extra_plugins` are registered too (tests, notebooks)."""
-    from grpo_rewards.sandbox.base import SandboxBackend
-
     pm = _plugin_manager()
     failures: list[PluginFailure] = []
     for module_name in BUILTIN_PLUGINS:
@@ -165,9 +165,20 @@ _default: Registry | None = None
 
 
 def get_registry(refresh: bool = False) -> Registry:
-    """The process-wide registry, discovered on first use."""
+    """The process-wide registry, discovered on first use: the default of standalone use only.
+
+    A run (a training config, a CLI command, `build(spec, registry)`) builds its registry once and
+    passes it down; scorers receive it from `CompositeReward`, params validators in the context.
+    """
     global _default
     if _default is None or refresh:
         _default = load_registry()
     return _default
+
+
+def registry_in(context: Mapping[str, Any] | None) -> Registry:
+    """The registry a pydantic validation context carries (`{"registry": ...}`); the process-wide
+    one when it carries none (a `Params` or scorer built standalone)."""
+    registry = (context or {}).get("registry")
+    return registry if registry is not None else get_registry()
 

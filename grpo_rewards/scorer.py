@@ -108,9 +108,50 @@ class Score:
 
 
 class NoParams(BaseModel):
-    """A scorer without options."""
+    """The `Params` of a scorer (or sandbox backend) without options."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def first_doc_line(cls: type) -> str:
+    """A class's one-line description: the first line of its docstring."""
+    doc = (cls.__doc__ or "").strip()
+    return doc.splitlines()[0].strip() if doc else ""
+
+
+def validate_params(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | None,
+                    overrides: Mapping[str, Any], registry: Any = None) -> BaseModel:
+    """`params` as an instance of `model`: an instance passes as is (validated once, by the spec),
+    a mapping (plus `overrides`) is validated with the run's `registry` in the validation context."""
+    if isinstance(params, model) and not overrides:
+        return params
+    if isinstance(params, BaseModel):
+        # Re-validated: model_copy(update=...) would let an out-of-bounds override through.
+        params = params.model_dump()
+    return model.model_validate({**(params or {}), **overrides}, context={"registry": registry})
+
+
+@dataclass
+class RewardBatch:
+    """Scores of one batch: weighted totals plus every scorer's `Score`s, by alias."""
+
+    totals: list[float | None]
+    scores: dict[str, list[Score]]
+    errors: dict[str, int] = field(default_factory=dict)  # alias -> samples that got None by an exception
+
+    @property
+    def values(self) -> dict[str, list[float | None]]:
+        return {alias: [s.value for s in scores] for alias, scores in self.scores.items()}
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+    def record(self, i: int, with_info: bool = False) -> dict[str, Any]:
+        """The JSON-ready result of sample `i`: total, per-scorer values (and infos)."""
+        out: dict[str, Any] = {"total": self.totals[i], "scores": {a: s[i].value for a, s in self.scores.items()}}
+        if with_info:
+            out["info"] = {a: s[i].info for a, s in self.scores.items()}
+        return out
 
 
 class Scorer(ABC):
@@ -122,24 +163,24 @@ class Scorer(ABC):
                    on every field; it becomes validation, JSON schema and docs.
       value_range: (low, high) that every non-None value lies in; documented and fuzz-tested.
     and implement `score`. The one-line description is the first line of the class docstring.
+
+    `registry` is the run's registry (`CompositeReward` passes its own): a scorer that looks names
+    up (a sandbox backend) finds them there. None, for a scorer built standalone, means the
+    process-wide one (`get_registry()`).
     """
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]] = NoParams
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
-    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        if params is None or isinstance(params, Mapping):
-            params = self.Params.model_validate({**(params or {}), **kwargs})
-        elif kwargs or not isinstance(params, self.Params):
-            # Re-validated: model_copy(update=...) would let an out-of-bounds override through.
-            params = self.Params.model_validate({**params.model_dump(), **kwargs})
-        self.params = params
+    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, *, registry: Any = None,
+                 **kwargs: Any) -> None:
+        self.registry = registry
+        self.params = validate_params(self.Params, params, kwargs, registry)
 
     @classmethod
     def description(cls) -> str:
-        doc = (cls.__doc__ or "").strip()
-        return doc.splitlines()[0].strip() if doc else ""
+        return first_doc_line(cls)
 
     @classmethod
     def dependencies(cls, params: BaseModel) -> list[str]:

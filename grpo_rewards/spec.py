@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry
@@ -46,10 +46,18 @@ class ScorerSpec(BaseModel):
     on_error: Literal["none", "raise"] | None = Field(
         None, description="Override of the spec's `on_error` for this scorer."
     )
+    # The scorer's `Params` instance made by `validate_spec`; `params` is its plain-data dump.
+    _validated: BaseModel | None = PrivateAttr(None)
 
     @property
     def alias(self) -> str:
         return self.name or self.scorer
+
+    @property
+    def scorer_params(self) -> BaseModel | dict[str, Any]:
+        """What the scorer is built with: the validated `Params` instance of a loaded spec (not
+        validated again), else the raw `params` (a spec built by hand; the scorer validates them)."""
+        return self._validated if self._validated is not None else self.params
 
 
 class RewardSpec(BaseModel):
@@ -148,6 +156,8 @@ def _pydantic_problems(exc: ValidationError, loc_prefix: tuple[Any, ...], path_p
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown field"
+        elif err["type"] == "value_error":  # a validator's own message, which names the value itself
+            msg = str(err["ctx"]["error"])
         elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
             msg = f"{msg} (got {err['input']!r})"
         problems.append(Problem(format_loc(loc, path_prefix), msg, source, line_of(loc)))
@@ -187,7 +197,7 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
     items = data.get("scorers")
     items = items if isinstance(items, list) else []
     seen: dict[str, int] = {}
-    validated_params: dict[int, dict[str, Any]] = {}
+    validated_params: dict[int, BaseModel] = {}
     # Every alias's first position, so a dependency on a later scorer is told apart from a typo.
     positions: dict[str, int] = {}
     for i, item in enumerate(items):
@@ -213,11 +223,11 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
         if not isinstance(raw_params, Mapping):
             continue
         try:
-            params = cls.Params.model_validate(raw_params)
+            params = cls.Params.model_validate(raw_params, context={"registry": registry})
         except ValidationError as exc:
             problems += _pydantic_problems(exc, loc_prefix + ("scorers", i, "params"), path_prefix, source, line_of)
             continue
-        validated_params[i] = params.model_dump()
+        validated_params[i] = params
         earlier = [a for a, j in seen.items() if j < i]
         try:
             dependencies = list(cls.dependencies(params))
@@ -242,7 +252,8 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
         return None, problems
     assert spec is not None
     for i, params in validated_params.items():
-        spec.scorers[i].params = params
+        spec.scorers[i].params = params.model_dump()
+        spec.scorers[i]._validated = params
     return spec, []
 
 
@@ -273,7 +284,7 @@ def spec_model(registry: Registry | None = None) -> type[BaseModel]:
     registry = registry or get_registry()
     variants = []
     for name, entry in sorted(registry.scorers.items()):
-        params_model = entry.cls.Params
+        params_model = _narrowed(entry.cls.Params, registry)
         variants.append(create_model(
             f"{name}_spec",
             __base__=ScorerSpec,
@@ -288,6 +299,19 @@ def spec_model(registry: Registry | None = None) -> type[BaseModel]:
         item = Annotated[Union[tuple(variants)], Field(discriminator="scorer")]  # noqa: UP007
     return create_model("RewardSpec", __base__=RewardSpec,
                         scorers=(list[item], Field(min_length=1, description="The scorers, in evaluation order.")))
+
+
+def _narrowed(params_model: type[BaseModel], registry: Registry) -> type[BaseModel]:
+    """`params_model` with each field whose type depends on the registry (a sandbox choice: its
+    type has `for_registry`) replaced by that type for this registry, for the JSON schema."""
+    fields: dict[str, Any] = {}
+    for name, info in params_model.model_fields.items():
+        for_registry = getattr(info.annotation, "for_registry", None)
+        if for_registry is not None:
+            fields[name] = (for_registry(registry), Field(info.default, description=info.description))
+    if not fields:
+        return params_model
+    return create_model(params_model.__name__, __base__=params_model, **fields)
 
 
 def spec_json_schema(registry: Registry | None = None) -> dict[str, Any]:

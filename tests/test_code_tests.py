@@ -206,21 +206,20 @@ def test_in_a_composite_reward():
         assert batch.totals == [2.0]
 
 
-def test_the_documented_http_backend_skeleton_plugs_in(monkeypatch, tmp_path):
+def test_the_documented_http_backend_skeleton_plugs_in():
     """docs/sandbox.md's remote-backend example: registered through the hook, a down service is infra."""
     import re
     import types
     from pathlib import Path
 
-    import grpo_rewards.registry as registry
-
     text = (Path(__file__).resolve().parents[1] / "docs" / "sandbox.md").read_text()
     [source] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "class HttpSandbox" in b]
     module = types.ModuleType("my_sandbox_plugin")
     exec(compile(source, "docs/sandbox.md", "exec"), module.__dict__)
-    monkeypatch.setattr(registry, "_default", load_registry(extra_plugins=[module]))
-    monkeypatch.setenv("MY_SANDBOX_URL", "http://127.0.0.1:9")  # the discard port: nothing listens
-    scorer = CodeTests(sandbox="http", workers=2)
+    # The discard port: nothing listens. `workers` reaches the backend's own param.
+    scorer = CodeTests(sandbox={"backend": "http", "params": {"url": "http://127.0.0.1:9"}}, workers=2,
+                       registry=load_registry(extra_plugins=[module]))
+    assert scorer.backend().params.workers == 2 and scorer.backend().params.url == "http://127.0.0.1:9"
     try:
         [s] = scorer.score([Sample("", "def add(a, b):\n    return a + b", ADD_TEST)])
         assert s.value is None and "sandbox infrastructure failure" in s.info["reason"]

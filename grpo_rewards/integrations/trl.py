@@ -18,12 +18,21 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from grpo_rewards.scorer import Sample
+from grpo_rewards.scorer import RewardBatch, Sample
 
-if TYPE_CHECKING:
-    from grpo_rewards.compose import CompositeReward, RewardBatch
+
+class BatchReward(Protocol):
+    """What the adapter needs of a `CompositeReward` (which imports this module for `as_trl`)."""
+
+    @property
+    def aliases(self) -> list[str]: ...
+
+    @property
+    def weights(self) -> list[float]: ...
+
+    def score(self, samples: Sequence[Sample]) -> RewardBatch: ...
 
 # Keyword arguments TRL passes that are trainer machinery, not dataset columns.
 TRAINER_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
@@ -82,7 +91,7 @@ class _Pending:
 class BatchCache:
     """The latest scored batches of one composite, keyed by content; safe to use from threads."""
 
-    def __init__(self, composite: CompositeReward, keep: int = 2) -> None:
+    def __init__(self, composite: BatchReward, keep: int = 2) -> None:
         self.composite = composite
         self.keep = keep
         self._lock = threading.Lock()
@@ -147,7 +156,7 @@ class TrlRewardFunction:
         return f"<TRL reward function {self.alias!r}>"
 
 
-def trl_reward_functions(composite: CompositeReward) -> tuple[list[TrlRewardFunction], list[float]]:
+def trl_reward_functions(composite: BatchReward) -> tuple[list[TrlRewardFunction], list[float]]:
     """`(reward_funcs, reward_weights)` for `GRPOTrainer(reward_funcs=...)` and `GRPOConfig(reward_weights=...)`."""
     cache = BatchCache(composite)
     return [TrlRewardFunction(alias, cache) for alias in composite.aliases], list(composite.weights)

@@ -8,9 +8,13 @@ the program does; a failure of the backend itself is `status="infra"`, which sco
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from grpo_rewards.scorer import NoParams, first_doc_line, validate_params
 
 Status = Literal["ok", "error", "timeout", "memory", "output_limit", "infra"]
 
@@ -49,9 +53,24 @@ class Job:
 
 
 class SandboxBackend(ABC):
-    """One way of running untrusted code: the local layered sandbox, a remote service, ..."""
+    """One way of running untrusted code: the local layered sandbox, a remote service, ...
+
+    Subclasses set `name` (the registry name, `sandbox: NAME` in a `code_tests` spec) and, when
+    the backend has options, `Params`: a pydantic model validated like a scorer's (in the spec,
+    with errors at `scorers[i].params.sandbox.params.FIELD`), shown by `grpo-rewards list` and
+    `schema` and in the docs tables. The constructor takes the validated `Params` instance (or a
+    mapping, or keyword arguments) and should stay cheap: start workers or connections on first use.
+    """
 
     name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.params = validate_params(self.Params, params, kwargs)
+
+    @classmethod
+    def description(cls) -> str:
+        return first_doc_line(cls)
 
     @abstractmethod
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:

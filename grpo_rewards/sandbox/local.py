@@ -20,10 +20,13 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
@@ -111,18 +114,35 @@ class _Zygote:
             pass
 
 
+class LocalSandboxParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workers: int | None = Field(None, ge=1, le=256, description="Zygote processes, each running one program "
+                                "at a time; null: min(4, CPU count).")
+    scratch_mb: int = Field(128, ge=8, le=65536, description="Size of each zygote's private /tmp tmpfs, MB.")
+    require: list[str] = Field(default_factory=list, description="Layers that must be active (see `grpo-rewards "
+                               "sandbox-check`); while one is missing every run is `infra`.")
+
+    @field_validator("require")
+    @classmethod
+    def _known_layers(cls, names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in LAYERS]
+        if unknown:
+            raise ValueError(f"unknown sandbox layer(s) {unknown}; known: {', '.join(sorted(LAYERS))}")
+        return names
+
+
 class LocalSandbox(SandboxBackend):
     """Runs Python programs in the layered local sandbox, `workers` at a time."""
 
     name = "local"
+    Params = LocalSandboxParams
 
-    def __init__(self, workers: int | None = None, scratch_mb: int = 128, require: Sequence[str] = ()) -> None:
-        self.size = max(1, int(workers or min(4, os.cpu_count() or 1)))
-        self.scratch_mb = scratch_mb
-        self.require = tuple(require)
-        unknown = [n for n in self.require if n not in LAYERS]
-        if unknown:
-            raise ValueError(f"unknown sandbox layer(s) {unknown}; known: {sorted(LAYERS)}")
+    def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        self.size = self.params.workers or max(1, min(4, os.cpu_count() or 1))
+        self.scratch_mb = self.params.scratch_mb
+        self.require = tuple(self.params.require)
         # One random non-root uid per zygote slot: RLIMIT_NPROC counts per uid, so runs in
         # different slots (or different pools on one host) never share a process budget.
         base = 1_000_000 + secrets.randbelow(1 << 30)

@@ -2,22 +2,90 @@
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator,
+    model_validator,
+)
 
+from grpo_rewards.errors import UnknownNameError
 from grpo_rewards.extract import fenced_blocks
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.registry import Registry, registry_in
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
+from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.code_harness import (
     AssertSuite, StdioCase, compare_output, harness_program, harness_reports, parse_reference,
 )
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
+
+
+class SandboxChoice(BaseModel):
+    """A sandbox backend and its params: `{backend: NAME, params: {...}}`, or just `NAME`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = Field("local", min_length=1, description="Registry name of the backend.")
+    params: Any = Field(default_factory=dict, validate_default=True,
+                        description="The backend's options (its `Params`); validated, they become a `Params` instance.")
+    _backend_cls: type[SandboxBackend] | None = PrivateAttr(None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"backend": value} if isinstance(value, str) else value
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str, info: ValidationInfo) -> str:
+        try:
+            registry_in(info.context).sandbox(name)
+        except UnknownNameError as exc:  # a KeyError: pydantic reports only ValueErrors in place
+            raise ValueError(str(exc)) from None
+        return name
+
+    @field_validator("params")
+    @classmethod
+    def _backend_params(cls, params: Any, info: ValidationInfo) -> Any:
+        if "backend" not in info.data:  # unknown backend, reported there
+            return params
+        backend = registry_in(info.context).sandbox(info.data["backend"])
+        if isinstance(params, backend.Params):
+            return params
+        # A ValidationError raised here keeps its locations: errors read `sandbox.params.url`.
+        return backend.Params.model_validate(params, context=info.context)
+
+    @model_validator(mode="after")
+    def _remember_backend(self, info: ValidationInfo) -> SandboxChoice:
+        self._backend_cls = registry_in(info.context).sandbox(self.backend)
+        return self
+
+    @classmethod
+    def for_registry(cls, registry: Registry) -> Any:
+        """This choice's type for the JSON schema: a registered name, or `{backend, params}` with that
+        backend's own `Params` (told apart by `backend`)."""
+        names = sorted(registry.sandboxes)
+        variants = [create_model(f"{name}_sandbox", __base__=BaseModel, __config__=None,
+                                 __doc__=entry.cls.description() or None,
+                                 backend=(Literal[name], Field(description=f"plugin {entry.plugin}")),
+                                 params=(entry.cls.Params, Field(default_factory=entry.cls.Params)))
+                    for name, entry in sorted(registry.sandboxes.items())]
+        if not variants:
+            return str
+        chosen: Any = variants[0] if len(variants) == 1 else \
+            Annotated[Union[tuple(variants)], Field(discriminator="backend")]  # noqa: UP007
+        return Union[Literal[tuple(names)], chosen]  # noqa: UP007
+
+    def open(self) -> SandboxBackend:
+        """A new backend of the chosen class with these params (cheap: backends start on first use)."""
+        if self._backend_cls is None:
+            raise RuntimeError("SandboxChoice was not validated (build it with model_validate)")
+        return self._backend_cls(self.params)
 
 
 class CodeTestsParams(BaseModel):
@@ -41,19 +109,34 @@ class CodeTestsParams(BaseModel):
         "lines at the end; `tokens` compares the whitespace-separated tokens of each line.")
     float_tolerance: float = Field(0.0, ge=0, le=1, description="stdin/stdout tests: numbers within this absolute "
                                    "or relative tolerance are equal (0: exact).")
-    sandbox: str = Field("local", min_length=1, description="Code-execution backend: a name registered through `grpo_rewards_sandboxes`.")
-    workers: int | None = Field(None, ge=1, le=256, description="Parallel executions (local sandbox: zygote "
-                                "processes); null: min(4, CPU count).")
+    sandbox: SandboxChoice = Field(
+        "local", validate_default=True, description="Code-execution backend: a name registered through "
+        "`grpo_rewards_sandboxes` (`grpo-rewards list`), or `{backend: NAME, params: {...}}` with its options.")
+    workers: int | None = Field(None, ge=1, le=256, description="Parallel executions: shorthand for "
+                                "`sandbox.params.workers`, for a backend that has that param; null: its default.")
 
-    @field_validator("sandbox")
+    @field_validator("workers")
     @classmethod
-    def _known_sandbox(cls, name: str) -> str:
-        from grpo_rewards.registry import get_registry
-
-        available = get_registry().sandboxes
-        if name not in available:
-            raise ValueError(f"unknown sandbox {name!r}; available: {', '.join(sorted(available)) or 'none'}")
-        return name
+    def _workers_to_backend(cls, workers: int | None, info: ValidationInfo) -> int | None:
+        """Hands `workers` to the backend's params (validated there, with its bounds)."""
+        choice = info.data.get("sandbox")
+        if workers is None or choice is None:  # unset, or the sandbox itself is invalid (reported there)
+            return workers
+        params = choice.params
+        if "workers" not in type(params).model_fields:
+            raise ValueError(f"sandbox backend {choice.backend!r} has no `workers` param; remove `workers`")
+        if "workers" in params.model_fields_set and params.workers != workers:
+            raise ValueError(f"`workers: {workers}` disagrees with `sandbox.params.workers: {params.workers}`; "
+                             "give one of them")
+        # The choice was validated just before this field (declaration order): completing it here
+        # keeps one place that knows the backend.
+        try:
+            choice.params = type(params).model_validate({**params.model_dump(), "workers": workers},
+                                                        context=info.context)
+        except ValidationError as exc:  # reported here, at `workers`, not at a path the user did not write
+            reasons = "; ".join(e["msg"] for e in exc.errors(include_url=False))
+            raise ValueError(f"rejected by sandbox backend {choice.backend!r}: {reasons}") from None
+        return workers
 
 
 class CodeTests(Scorer):
@@ -75,18 +158,12 @@ class CodeTests(Scorer):
         """The sandbox, started on first use (constructors stay cheap)."""
         with self._lock:
             if self._backend is None:
-                from grpo_rewards.registry import get_registry
-
-                cls = get_registry().sandbox(self.params.sandbox)
-                accepts_workers = "workers" in inspect.signature(cls).parameters
-                self._backend = cls(workers=self.params.workers) if accepts_workers else cls()
+                self._backend = self.params.sandbox.open()
             return self._backend
 
     def _backend_is_local(self) -> bool:
         """The local sandbox runs this interpreter: it can take the harness as bytecode."""
         try:
-            from grpo_rewards.sandbox.local import LocalSandbox
-
             return isinstance(self.backend(), LocalSandbox)
         except Exception:  # noqa: BLE001 - a backend that cannot start fails (as infra) in run_many
             return False
