@@ -26,7 +26,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("config", help="training config (YAML, TOML or JSON)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value, e.g. --set max_steps=10 --set model.dtype=bfloat16 "
-                             "(values parsed as YAML; repeatable)")
+                             "--set rewards.scorers.0.weight=2 (a number picks a list item; values parsed as "
+                             "YAML; repeatable)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest checkpoint in output_dir (starts afresh if none)")
     return parser.parse_args(argv)

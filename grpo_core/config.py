@@ -1,9 +1,11 @@
 """TrainConfig: the whole training run, validated completely before any model is loaded.
 
 Names follow TRL's `GRPOConfig` where the concept is the same. `load_config` reads YAML/TOML/JSON,
-applies `--set a.b=value` overrides (values parsed as YAML), validates the `rewards` section as a
-`RewardSpec` and everything else with pydantic, and raises one `ConfigError` that lists every
-problem with its file, line and path.
+applies `--set a.b.0.c=value` overrides (values parsed as YAML; a number picks a list item), builds
+the run's registry once (entry points plus `plugins:`), validates the `rewards` section as a
+`RewardSpec` against it and everything else with pydantic, and raises one `ConfigError` that lists
+every problem with its file, line and path (or the `--set` argument that caused it). The config
+keeps the validated spec and the registry; the reward is built from both without revalidation.
 """
 
 from __future__ import annotations

@@ -44,8 +44,9 @@ def grpo_rewards_sandboxes() -> list[type]:
 
     Receives: nothing.
     Returns:  a list of `grpo_rewards.sandbox.SandboxBackend` subclasses, each with a unique
-              `name` (used as `sandbox: <name>` in the `code_tests` params) and a
-              `run(code, stdin, limits) -> ExecResult` method.
+              `name` (used as `sandbox: <name>` or `sandbox: {backend: <name>, params: {...}}` in
+              the `code_tests` params), a pydantic `Params` model (validated from the spec, shown
+              by `list` and `schema`) and a `run(code, stdin, limits) -> ExecResult` method.
     Guarantees expected of the plugin: `run` never raises for anything the executed code does;
     a failure of the backend itself is `ExecResult(status="infra")`, which scorers turn into
     `None`. Same isolation and name rules as `grpo_rewards_scorers`.
