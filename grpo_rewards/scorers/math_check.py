@@ -48,6 +48,7 @@ def _mv() -> Any:
     and the exact shortcuts of `math_patches` installed."""
     global _math_verify
     if _math_verify is None:
+        # Heavy (~1.6 s with sympy): imported in the math workers, not by every registry load.
         import math_verify
         import math_verify.grader
         import math_verify.parser
@@ -67,7 +68,7 @@ def _targets(match_types: tuple[str, ...]) -> list[Any]:
 
 
 def _is_math(value: Any) -> bool:
-    from sympy import Basic, MatrixBase
+    from sympy import Basic, MatrixBase  # heavy (~1.3 s): only the math workers import it
 
     return isinstance(value, (Basic, MatrixBase))
 
@@ -82,7 +83,7 @@ def _parse_answer(text: str, opts: CheckOptions, is_gold: bool) -> list[Any]:
     if raw:
         return _parse(text, opts.match_types)
     if _INTEGER.fullmatch(text):
-        from sympy import Integer
+        from sympy import Integer  # heavy: only the math workers import it
 
         return [Integer(text), text.strip()]  # what math-verify's LaTeX parse gives, without ANTLR
     delimited = _DELIMITED.search(text) is not None
@@ -340,7 +341,7 @@ def _clearly_different(gold: Any, answer: Any) -> bool:
     percentages, relations, sets, matrices, lone symbols, an evaluation that fails) goes to
     math-verify.
     """
-    from sympy import Expr, Float, MatrixExpr, Rational, Symbol, UnevaluatedExpr
+    from sympy import Expr, Float, MatrixExpr, Rational, Symbol, UnevaluatedExpr  # heavy: math workers only
 
     if not (isinstance(gold, Expr) and isinstance(answer, Expr)):
         return False

@@ -39,6 +39,7 @@ def install() -> None:
     """Install the shortcuts (idempotent)."""
     if _originals:
         return
+    # math-verify's parser stack is heavy: loaded by the math workers when they install the patches.
     from antlr4.atn.ParserATNSimulator import ParserATNSimulator
     from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
 
@@ -55,7 +56,7 @@ def installed() -> bool:
 
 
 def _parse_number(self: Any, text: str) -> Any:
-    from sympy import Float, Integer
+    from sympy import Float, Integer  # heavy (~1.3 s): only the math workers import it
 
     plain = text.replace(",", "")  # as the original does first
     if _INTEGER.fullmatch(plain):

@@ -69,7 +69,7 @@ class LengthUnitParams(BaseModel):
 @functools.lru_cache(maxsize=8)
 def load_tokenizer(name: str) -> Any:
     """AutoTokenizer by name or path, loaded once per process (loading costs ~0.1-1 s)."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # optional extra `train`, heavy (~2.7 s): only for token lengths
 
     return AutoTokenizer.from_pretrained(name)
 
