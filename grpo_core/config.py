@@ -24,7 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from grpo_core.lora import LoraSettings
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry, load_registry
-from grpo_rewards.spec import LineOf, RewardSpec, _pydantic_problems, read_structured_file, validate_spec
+from grpo_rewards.spec import (
+    LineOf, RewardSpec, _pydantic_problems, quoted_scalar_problems, read_structured_file, validate_spec,
+)
 
 
 class _Section(BaseModel):
@@ -372,6 +374,67 @@ def _section_problems(data: dict[str, Any], base: Path, source: str | None,
     return data_section, problems
 
 
+# TRL GRPOConfig (and transformers TrainingArguments) names that users bring along, with where the
+# concept lives here: a pointer beats a bare "unknown field".
+TRL_NAMES = {
+    "gradient_checkpointing": "here it is `model.gradient_checkpointing`",
+    "per_device_eval_batch_size": "here it is `eval_batch_size`",
+    "eval_strategy": "evaluation is on when `eval_steps` > 0",
+    "evaluation_strategy": "evaluation is on when `eval_steps` > 0",
+    "save_strategy": "checkpoints are on when `save_steps` > 0",
+    "logging_strategy": "use `logging_steps`",
+    "model_name_or_path": "here it is `model.name_or_path`",
+    "torch_dtype": "here it is `model.dtype`",
+    "dtype": "here it is `model.dtype`",
+    "fp16": "only bf16 autocast is supported: `bf16`",
+    "warmup_ratio": "use `warmup_steps`",
+    "reward_weights": "weights live in the reward spec: `rewards.scorers[i].weight`",
+    "reward_funcs": "rewards are a spec: `rewards`",
+    "dataset_name": "here it is `data.dataset`",
+    "use_cpu": "use `device: cpu`",
+    "use_vllm": "generation runs in-process (grpo_core.decode or HF generate); vLLM is not supported",
+}
+
+# Config keys holding a file or directory: written in the file, relative to the file's directory.
+PATH_KEYS = (("output_dir",), ("data", "path"), ("data", "eval_path"), ("rewards",), ("model", "name_or_path"),
+             ("model", "tokenizer"))
+
+
+def resolve_paths(data: dict[str, Any], base: Path, overridden: list[tuple[str | int, ...]]) -> None:
+    """Make relative paths absolute in place: those written in the config file against its directory,
+    those given with `--set` against the current directory (as a shell user expects).
+
+    A model name or tokenizer is a path only when that directory or file exists there: otherwise
+    it stays a hub id, an alias or `builtin:NAME`.
+    """
+    for keys in PATH_KEYS:
+        *parents, last = keys
+        node: Any = data
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not isinstance(node.get(last), str) or not node[last]:
+            continue
+        value = Path(node[last]).expanduser()
+        if value.is_absolute():
+            continue
+        root = Path.cwd() if any(keys[:len(o)] == o or o[:len(keys)] == keys for o in overridden) else base
+        if keys[0] == "model" and not (root / value).exists():
+            continue
+        node[last] = str(root / value)
+
+
+def _output_dir_problems(output_dir: Any, source: str | None, line_of: LineOf) -> list[Problem]:
+    if not isinstance(output_dir, str):
+        return []
+    for path in (Path(output_dir), *Path(output_dir).parents):
+        if path.exists():
+            if path.is_dir():
+                return []
+            what = "is an existing file" if path == Path(output_dir) else f"is inside {path}, an existing file"
+            return [Problem("output_dir", f"{output_dir} {what}, not a directory", source, line_of(("output_dir",)))]
+    return []
+
+
 # Stands in for an invalid rewards section (reported with its own locations) so that the rest of
 # the config is still validated and every problem is listed at once.
 _PLACEHOLDER_SPEC = RewardSpec.model_construct(scorers=[], on_error="none")
@@ -391,11 +454,14 @@ def validate_config(data: Any, source: str | None = None, line_of: LineOf | None
     config = None
     try:
         # The validated spec itself: pydantic keeps a model instance as is (no second validation).
-        config = TrainConfig.model_validate({**data, "rewards": spec or _PLACEHOLDER_SPEC})
+        candidate = {**data, "rewards": spec or _PLACEHOLDER_SPEC}
+        config = TrainConfig.model_validate(candidate)
+        problems += quoted_scalar_problems(TrainConfig, candidate, (), "", source, line_of)
     except ValidationError as exc:
-        for p in _pydantic_problems(exc, (), "", source, line_of):
+        for p in _pydantic_problems(exc, (), "", source, line_of, TrainConfig, TRL_NAMES):
             if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
                 problems.append(p)
+    problems += _output_dir_problems(data.get("output_dir"), source, line_of)
     data_section, section_problems = _section_problems(data, base, source, line_of)
     problems += section_problems + _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
     if problems:
@@ -415,8 +481,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> TrainCo
     applied, problems = apply_overrides(data, list(overrides or []))
     if problems:
         raise ConfigError(problems, "training config")
+    base = Path(path).resolve().parent
+    resolve_paths(data, base, [o.loc for o in applied])
     try:
-        return validate_config(data, str(path), line_of, Path(path).resolve().parent)
+        return validate_config(data, str(path), line_of, base)
     except ConfigError as exc:
         blamed = []
         for problem in exc.problems:

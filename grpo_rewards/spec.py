@@ -16,9 +16,11 @@ scorers:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -148,20 +150,75 @@ def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, Lin
 # Validation
 
 
+def _fields_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the (nested) model that `loc` points into: the candidates for a typo."""
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            continue  # an item of a list field: the same model
+        field = model.model_fields.get(part)
+        if field is None:
+            return []
+        model = next((t for t in _models_in(field.annotation)), None)
+    return list(model.model_fields) if model is not None else []
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _unknown_field(key: Any, known: list[str], hints: Mapping[str, str]) -> str:
+    if key in hints:
+        return f"unknown field ({hints[key]})"
+    close = difflib.get_close_matches(str(key), known, n=3, cutoff=0.6)
+    return f"unknown field; did you mean {' or '.join(close)}?" if close else "unknown field"
+
+
 def _pydantic_problems(exc: ValidationError, loc_prefix: tuple[Any, ...], path_prefix: str,
-                       source: str | None, line_of: LineOf) -> list[Problem]:
+                       source: str | None, line_of: LineOf, model: type[BaseModel] | None = None,
+                       hints: Mapping[str, str] | None = None) -> list[Problem]:
+    """Problems of a pydantic error; with `model`, an unknown field gets a "did you mean", and
+    `hints` maps a name this project does not use (a TRL option, say) to where the concept lives."""
     problems = []
     for err in exc.errors(include_url=False):
         loc = loc_prefix + tuple(err["loc"])
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown field"
+            msg = _unknown_field(err["loc"][-1], _fields_at(model, tuple(err["loc"][:-1])), hints or {})
         elif err["type"] == "value_error":  # a validator's own message, which names the value itself
             msg = str(err["ctx"]["error"])
         elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
             msg = f"{msg} (got {err['input']!r})"
         problems.append(Problem(format_loc(loc, path_prefix), msg, source, line_of(loc)))
     return problems
+
+
+_SCALAR_TYPES = {"float_type": "a number", "int_type": "an integer", "bool_type": "true or false"}
+
+
+def quoted_scalar_problems(model: type[BaseModel], data: Any, loc_prefix: tuple[Any, ...], path_prefix: str,
+                           source: str | None, line_of: LineOf, context: Any = None) -> list[Problem]:
+    """Strings that lax validation would have turned into numbers or booleans.
+
+    Pydantic's lax mode reads `weight: "0.5"` as 0.5; in a YAML or JSON file a quoted number is
+    almost always a mistake (a value pasted from elsewhere, a template gone wrong), so specs and
+    configs reject it. Only these coercions are checked strictly: YAML lists still fill tuples.
+    """
+    try:
+        model.model_validate(data, strict=True, context=context)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            if err["type"] in _SCALAR_TYPES and isinstance(err.get("input"), str):
+                loc = loc_prefix + tuple(err["loc"])
+                msg = (f"a quoted value ({err['input']!r}) where {_SCALAR_TYPES[err['type']]} is expected: "
+                       "write it without quotes")
+                problems.append(Problem(format_loc(loc, path_prefix), msg, source, line_of(loc)))
+        return problems
+    return []
 
 
 def validate_spec(data: Any, registry: Registry | None = None, *, source: str | None = None,
@@ -191,8 +248,9 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
     spec = None
     try:
         spec = RewardSpec.model_validate(data)
+        problems += quoted_scalar_problems(RewardSpec, data, loc_prefix, path_prefix, source, line_of)
     except ValidationError as exc:
-        problems += _pydantic_problems(exc, loc_prefix, path_prefix, source, line_of)
+        problems += _pydantic_problems(exc, loc_prefix, path_prefix, source, line_of, RewardSpec)
 
     items = data.get("scorers")
     items = items if isinstance(items, list) else []
@@ -222,10 +280,16 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
         raw_params = item.get("params") or {}
         if not isinstance(raw_params, Mapping):
             continue
+        at = loc_prefix + ("scorers", i, "params")
         try:
             params = cls.Params.model_validate(raw_params, context={"registry": registry})
         except ValidationError as exc:
-            problems += _pydantic_problems(exc, loc_prefix + ("scorers", i, "params"), path_prefix, source, line_of)
+            problems += _pydantic_problems(exc, at, path_prefix, source, line_of, cls.Params)
+            continue
+        quoted = quoted_scalar_problems(cls.Params, raw_params, at, path_prefix, source, line_of,
+                                        context={"registry": registry})
+        if quoted:
+            problems += quoted
             continue
         validated_params[i] = params
         earlier = [a for a, j in seen.items() if j < i]

@@ -78,7 +78,7 @@ on_eror: raise
     assert "scorers[1].params.timeout_s" in by_path
     assert by_path["scorers[1].params.colour"].message == "unknown field"
     assert "duplicate scorer name 't_length'" in by_path["scorers[2].scorer"].message
-    assert by_path["on_eror"].message == "unknown field"
+    assert by_path["on_eror"].message == "unknown field; did you mean on_error?"
     message = str(exc.value)
     assert message.startswith("invalid reward spec (7 problems):")
     assert f"{path}:6: scorers[1].params.max_chars:" in message
