@@ -143,10 +143,13 @@ _NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/
 
 def last_number(text: str) -> str | None:
     """The last number in the text (`1,234`, `-3.5`, `2/3`, `.5`), thousands separators removed."""
-    found = _NUMBER.findall(text)
-    if not found:
-        return None
-    return found[-1].replace(",", "").replace("−", "-")
+    found = numbers(text)
+    return found[-1] if found else None
+
+
+def numbers(text: str) -> list[str]:
+    """Every number in the text, in order, thousands separators removed (`1,234` -> `1234`)."""
+    return [n.replace(",", "").replace("−", "-") for n in _NUMBER.findall(text)]
 
 
 def strip_emphasis(text: str) -> str:
@@ -211,10 +214,9 @@ _ANSWER_PHRASE = re.compile(
 def answer_phrase(text: str) -> str | None:
     """The answer after the last "final answer is", "The answer is", "Answer:" (any case, with or
     without markdown emphasis); the next line when the phrase ends its line."""
-    matches = list(_ANSWER_PHRASE.finditer(text))
-    if not matches:
+    rest = _after_phrase(text)
+    if rest is None:
         return None
-    rest = strip_emphasis(text[matches[-1].end() :].lstrip()[:MAX_ANSWER_SCAN])
     math = _INLINE_MATH.match(rest)
     if math:  # a display block may span lines
         return clean_answer(math.group(0))
@@ -222,16 +224,47 @@ def answer_phrase(text: str) -> str | None:
     return clean_answer(lines[0]) if lines else None
 
 
+def _after_phrase(text: str) -> str | None:
+    matches = list(_ANSWER_PHRASE.finditer(text))
+    if not matches:
+        return None
+    return strip_emphasis(text[matches[-1].end() :].lstrip()[:MAX_ANSWER_SCAN])
+
+
+# A sentence end that closes an answer, unless the next sentence goes on hedging (`5. Or 6.`).
+_CLAUSE_END = re.compile(r"\.(?=\s)(?!\s*(?:or|and|maybe|perhaps|possibly|otherwise|else)\b)", re.IGNORECASE)
+
+
+def phrase_region(text: str) -> str | None:
+    """What follows the last answer phrase, uncleaned: its math block (which may span lines) or
+    line, with the rest of that sentence (`$5$ or $6$.`)."""
+    rest = _after_phrase(text)
+    if rest is None:
+        return None
+    math = _INLINE_MATH.match(rest)
+    head, tail = (math.group(0), rest[math.end() :]) if math else ("", rest.lstrip("\n"))
+    tail = tail.split("\n", 1)[0]
+    end = _CLAUSE_END.search(tail)
+    region = head + (tail[: end.start()] if end else tail)
+    return region if region.strip() else None
+
+
 _GSM8K = re.compile(r"####[ \t]*([^\n]*)")
 
 
 def gsm8k_answer(text: str) -> str | None:
     """The answer after GSM8K's last `#### ` marker, thousands separators removed."""
-    found = _GSM8K.findall(text)
-    if not found:
+    region = gsm8k_region(text)
+    if region is None:
         return None
-    answer = clean_answer(found[-1])
+    answer = clean_answer(region)
     return answer.replace(",", "") if answer and re.fullmatch(r"[-−\d,.\s]+", answer) else answer
+
+
+def gsm8k_region(text: str) -> str | None:
+    """The line after GSM8K's last `####` marker, uncleaned."""
+    found = _GSM8K.findall(text)
+    return found[-1] if found else None
 
 
 def bare_answer(text: str, max_chars: int = 60) -> str | None:
@@ -247,3 +280,110 @@ def bare_answer(text: str, max_chars: int = 60) -> str | None:
     if not text or len(text) > max_chars or "\n" in text or _PROSE_WORD.search(text):
         return None
     return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The candidate values an answer region holds (the hedge check of `math_accuracy`)
+
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+# What separates alternatives in one answer: `5; 6`, `5 or 6`, `5 \lor 6`, `5 \\ 6`, `5. Or 6`.
+_SEPARATOR = re.compile(
+    r";|\n|\\\\|\.(?=\s|$)|\\(?:lor|vee|cup|mid|quad|qquad)(?![A-Za-z])"
+    r"|(?<![\\A-Za-z'])(?:or|and|else|otherwise)(?![A-Za-z'])",
+    re.IGNORECASE,
+)
+# A comma inside a number: thousands (`1,000`, `1{,}000`, `12,\!000`).
+_NUMBER_COMMA = re.compile(r"(?<=\d)(?:\s*\{\s*,\s*\}\s*|,(?:\\[!,;: ])?\s*(?=\d{3}(?!\d))|,\\!\s*(?=\d))")
+_DECIMAL_COMMA = re.compile(r"\s*-?\d+,\d+\s*")  # `1000,99` alone: one number, as math-verify reads it
+# Math delimiters and a `\$` currency sign: noise between candidates (`\[ 9 \]` is one answer).
+_DELIMITER = re.compile(r"\\[\[\]()$]|\$")
+_INEQUALITY = re.compile(r"[<>≤≥]|\\(?:[lg]eq?|[lg]t|leqslant|geqslant)(?![A-Za-z])")
+_PLUS_MINUS = re.compile(r"\\pm(?![A-Za-z])|\\mp(?![A-Za-z])|[±∓]")
+_SAME_LHS = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)\s*(.+)", re.DOTALL)
+_BRACKETS = (("\\{", "\\}"), ("(", ")"), ("[", "]"), ("{", "}"))
+MAX_CANDIDATES = 20
+
+
+def _top_level_split(text: str) -> list[str]:
+    """`text` split at commas outside brackets, thousands separators (`1,000`, `1{,}000`) kept."""
+    text = _NUMBER_COMMA.sub("\0", text)
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.replace("\0", ",") for p in parts]
+
+
+def _split_bars(part: str) -> list[str]:
+    """`5|6` is two answers; `|x| + 1` (absolute values leave an empty side) is one."""
+    pieces = part.split("|")
+    return pieces if len(pieces) > 1 and all(p.strip() for p in pieces) else [part]
+
+
+def _trim(part: str) -> str:
+    """A part without delimiters, emphasis, end punctuation and the unmatched half of a bracket
+    left by the split (`5 (or 6)` -> `5 (` and `6)`)."""
+    part = strip_math_delimiters(strip_emphasis(part)).strip(" \t.,:$")
+    for left, right in _BRACKETS:
+        while part.startswith(right) or (part.startswith(left) and part.count(left) > part.count(right)):
+            part = part[len(left) :].strip()
+        while part.endswith(left) or (part.endswith(right) and part.count(right) > part.count(left)):
+            part = part[: -len(right)].strip()
+    return part.strip(" \t.,:$")
+
+
+def _part_values(part: str) -> list[str]:
+    """The values a part names: itself when it is math; in prose (`maybe 6`, `18 dollars`), its
+    leading and its last number, so a hedge in words counts and a unit or a remark does not."""
+    part = _trim(part)
+    if not re.search(r"[\w\\]", part):  # `<`, `--`: nothing that could be a value
+        return []
+    if not _PROSE_WORD.search(part):
+        return [part]
+    leading = _LEADING_NUMBER.match(part)
+    values = ([leading.group(1).replace(",", "")] if leading else []) + numbers(part)[-1:]
+    return list(dict.fromkeys(values))
+
+
+def answer_candidates(region: str) -> list[str]:
+    """The distinct candidate answers written in one answer region, as texts (at most
+    `MAX_CANDIDATES`): `5 (or 6)`, `5; 6`, `5 and 6`, `5|6`, `5, 6`, `x = 5 or x = 6` give two,
+    `5 \\pm 1` gives `5 + 1` and `5 - 1`; `18 dollars`, `1,000`, `(1, 2)` give one. Whether two
+    texts are the same value (`1/2 or 0.5`) is for the caller to decide."""
+    region = _DELIMITER.sub(" ", _TEXT_WRAPPER.sub(r" \1 ", region[:MAX_ANSWER_SCAN]))
+    if _DECIMAL_COMMA.fullmatch(region):
+        return [region.strip()]
+    values: list[str] = []
+    for clause in _SEPARATOR.split(region):
+        for part in _top_level_split(clause):
+            for piece in _split_bars(part):
+                values += _part_values(piece)
+    expanded = []
+    for value in values:
+        if _PLUS_MINUS.search(value):
+            expanded += [_PLUS_MINUS.sub("+", value, count=1), _PLUS_MINUS.sub("-", value, count=1)]
+        else:
+            expanded.append(value)
+    sides = [_SAME_LHS.fullmatch(v) for v in expanded]
+    if len(expanded) > 1 and all(sides) and len({m.group(1) for m in sides}) == 1:
+        expanded = [m.group(2).strip() for m in sides]  # `x = 5 or x = 6`: the values of one unknown
+    return list(dict.fromkeys(" ".join(v.split()) for v in expanded))[:MAX_CANDIDATES]
+
+
+def is_bracketed_list(text: str) -> bool:
+    """True when the text holds a comma inside brackets: a set, tuple, interval or point."""
+    text = _NUMBER_COMMA.sub("", text)
+    return "," in text and any(c in text for c in "([{")
+
+
+def several_values(gold: str) -> bool:
+    """Whether a gold answer names more than one value: several candidates (its boxes read as
+    one answer, as math-verify reads them), a `\\pm`, a set, tuple or interval, or an inequality."""
+    gold = final_boxed(gold) or gold
+    return len(answer_candidates(gold)) > 1 or is_bracketed_list(gold) or _INEQUALITY.search(gold) is not None

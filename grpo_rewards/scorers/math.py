@@ -9,7 +9,9 @@ Per batch, each distinct gold is parsed once per worker chunk and each distinct
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -20,13 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from grpo_rewards import extract
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.scorer import Sample, Score, Scorer
-from grpo_rewards.scorers.math_check import CheckOptions
+from grpo_rewards.scorers.math_check import CheckOptions, numeral
 from grpo_rewards.workers import TaskResult, WorkerPool
 
 Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number", "whole"]
 # Answers sent to a worker in one message with their gold (see `_chunks`).
 MIN_CHUNK, MAX_CHUNK = 3, 64
-Key = tuple[str, str, str]  # (gold, answer, answer mode)
+# (gold, answer, answer mode); the answer is a tuple of candidate texts when its region names
+# several and the gold one: the worker then decides whether they are one value (`1/2 or 0.5`).
+Key = tuple[str, str | tuple[str, ...], str]
 Verdict = tuple[float | None, dict[str, Any]]
 # Verdicts about the machine rather than the sample: not cached, tried again next batch.
 _RETRY_REASONS = ("worker unavailable", "worker died")
@@ -70,6 +74,13 @@ class MathAccuracyParams(BaseModel):
     workers: int | None = Field(None, ge=1, le=64, description="Worker processes; default min(2, CPU count).")
     memory_mb: int = Field(
         1024, ge=256, le=1 << 20, description="Address-space cap of each worker process (RLIMIT_AS), in MiB.")
+    allow_several_values: bool = Field(
+        False, description="Score an answer region that names several different values (`5 or 6`, `5; 6`, "
+        "`5 \\pm 1`, `\\{5, 6\\}`, several boxes) as math-verify does, by its best match. By default such an "
+        "answer scores 0 unless the gold itself names several values or is a set, tuple or interval.")
+    allow_restated_question: bool = Field(
+        False, description="Accept an answer that is an arithmetic expression of the prompt's own numbers "
+        "(`17 \\times 23` for \"Compute 17 x 23\"). By default, against a plain-number gold, it scores 0.")
     cache_size: int = Field(
         100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches (0 disables it).")
 
@@ -102,34 +113,41 @@ class MathAccuracy(Scorer):
 
     def extract_answer(self, text: str) -> tuple[str | None, str | None, str | None]:
         """(answer, method, reason_if_none) for one completion's text."""
+        answer, method, _, reason = self._extract(text)
+        return answer, method, reason
+
+    def _extract(self, text: str) -> tuple[str | None, str | None, str | None, str | None]:
+        """(answer, method, answer region, reason_if_none): the region is the uncleaned text the
+        answer was read from, where hedges (`5 (or 6)`) are still visible."""
         if self.params.after_think_only:
             after = extract.after_think(text)
             if after is None:
-                return None, None, "no </think> in the completion"
+                return None, None, None, "no </think> in the completion"
             text = after
         for method in self.params.extract:
-            answer = self._extract_one(method, text)
+            answer, region = self._extract_one(method, text)
             if answer:
-                return answer, method, None
-        return None, None, "no answer found (tried " + ", ".join(self.params.extract) + ")"
+                return answer, method, region, None
+        return None, None, None, "no answer found (tried " + ", ".join(self.params.extract) + ")"
 
-    def _extract_one(self, method: str, text: str) -> str | None:
+    def _extract_one(self, method: str, text: str) -> tuple[str | None, str | None]:
         if method == "boxed":
-            return extract.final_boxed(text)
+            answer = extract.final_boxed(text)
+            return answer, answer
         if method == "answer_tag":
             block = extract.tag_block(text, self.params.answer_tag)
             if block is None:
-                return None
-            return extract.final_boxed(block) or extract.answer_phrase(block) or extract.clean_answer(block)
+                return None, None
+            return extract.final_boxed(block) or extract.answer_phrase(block) or extract.clean_answer(block), block
         if method == "phrase":
-            return extract.answer_phrase(text)
+            return extract.answer_phrase(text), extract.phrase_region(text)
         if method == "gsm8k":
-            return extract.gsm8k_answer(text)
+            return extract.gsm8k_answer(text), extract.gsm8k_region(text)
         if method == "bare":
-            return extract.bare_answer(text)
+            return extract.bare_answer(text), text
         if method == "last_number":
-            return extract.last_number(text)
-        return text if text.strip() else None  # "whole"
+            return extract.last_number(text), None  # one number by construction
+        return (text if text.strip() else None), None  # "whole": math-verify's own search, no region
 
     # -- scoring ------------------------------------------------------------------------------
 
@@ -153,11 +171,18 @@ class MathAccuracy(Scorer):
         gold = _gold_text(reference.get(self.params.answer_field))
         if gold is None:
             return Score.unscorable(f"no gold answer in reference.{self.params.answer_field}")
-        answer, method, reason = self.extract_answer(_safe_text(sample))
+        answer, method, region, reason = self._extract(_safe_text(sample))
         if answer is None:
             return Score(0.0, {"reason": reason, "gold": gold})
         info.update(extracted=answer[:500], method=method, gold=gold)
-        wanted.setdefault((gold, answer, "whole" if method == "whole" else "answer"), []).append(i)
+        if not self.params.allow_restated_question and restates_question(answer, gold, _safe_prompt(sample)):
+            return Score(0.0, {**info, "reason": "the answer restates the question's numbers"})
+        checked: str | tuple[str, ...] = answer
+        if region is not None and not self.params.allow_several_values and not extract.several_values(gold):
+            checked, problem = _single_value_check(answer, region)
+            if problem:
+                return Score(0.0, {**info, "reason": problem, "candidates": extract.answer_candidates(region)})
+        wanted.setdefault((gold, checked, "whole" if method == "whole" else "answer"), []).append(i)
         return None
 
     # -- the verdict cache, shared by every thread that calls `score` --------------------------
@@ -284,6 +309,8 @@ def _verdict(result: TaskResult, prefix: str) -> Verdict:
         kind, payload = result.value
         if kind == "ok":
             return (1.0 if payload else 0.0), {}
+        if kind == "several":
+            return 0.0, {"reason": "several different answers", "detail": payload}
         if kind == "no_math":
             return 0.0, {"reason": "answer is not math", "detail": payload}
         if kind == "unparseable":
@@ -295,6 +322,48 @@ def _verdict(result: TaskResult, prefix: str) -> Verdict:
         return None, {"reason": "verification error", "detail": prefix + result.detail}
     return None, {"reason": "worker unavailable" if result.status == "unavailable" else "worker died",
                   "detail": prefix + result.detail}
+
+
+# An operator between numbers: an expression still to be evaluated, not a value.
+_OPERATOR = re.compile(r"\d\s*(?:[-+*/^×÷·!]|\\(?:times|cdot|div))|\\[dt]?frac|\\sqrt|\\binom")
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def restates_question(answer: str, gold: str, prompt: str) -> bool:
+    """True when, for a plain-number gold, the answer is an arithmetic expression built only from
+    numbers the prompt already holds (`17 \\times 23` for "Compute 17 x 23"): math-verify would
+    evaluate it and pay for an answer the model never worked out."""
+    if numeral(gold) is None or not _OPERATOR.search(answer):
+        return False
+    used = _DIGITS.findall(answer)
+    if len(used) != 2 or numeral(answer) is None:
+        pass  # an expression, not a plain number
+    elif "." in answer or math.gcd(int(used[0]), int(used[1])) == 1 and int(used[1]) > 1:
+        return False  # a fraction in lowest terms (`\\frac{3}{4}`) is a value
+    return len(used) >= 2 and set(used) <= set(_DIGITS.findall(prompt))
+
+
+def _single_value_check(answer: str, region: str) -> tuple[str | tuple[str, ...], str | None]:
+    """For a single-valued gold: (what to verify, the reason it scores 0 or None). Plain numbers
+    are compared here; other candidates go to the worker as a tuple, which compares them there."""
+    candidates = extract.answer_candidates(region)
+    if len(candidates) < 2:
+        if extract.is_bracketed_list(region):
+            return answer, "the answer is a set, tuple or interval; the gold is one value"
+        return answer, None
+    values = [numeral(c) for c in candidates]
+    if all(v is not None and v[1] for v in values):  # exact numbers: equal values or not, for certain
+        if len({v[0] for v in values}) > 1:
+            return answer, "several different answers"
+        return answer, None
+    return tuple(candidates), None
+
+
+def _safe_prompt(sample: Sample) -> str:
+    try:
+        return sample.prompt_text
+    except Exception:  # noqa: BLE001 - a malformed prompt has no numbers to restate
+        return ""
 
 
 def _safe_text(sample: Sample) -> str:

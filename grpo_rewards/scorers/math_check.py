@@ -4,6 +4,8 @@ Tasks (tuples, so they pickle small):
   ("gold", gold, options)              -> ("ok", None) or ("unparseable", detail)
   ("verify", gold, answer, options)    -> ("ok", bool), ("no_math", detail) for an answer that is
                                           not math, or ("unparseable", detail) for the gold
+  ("verify", gold, (a, b, ...), options) -> the same for candidates that are one value, else
+                                          ("several", detail): the hedge check of `math.py`
 `options` is a `CheckOptions` tuple. math-verify's own SIGALRM timeouts are disabled here: the
 pool's per-task interrupt and kill are the limits (they also cover `parse`, which upstream's
 alarm does not always stop).
@@ -252,7 +254,7 @@ _NUMERAL = re.compile(
     r"|\\[dt]?frac\{(?P<num>\d{1,40})\}\{(?P<fden>\d{1,40})\}|(?P<whole>\d{1,40})\.(?P<frac>\d{1,40}))\s*")
 
 
-def _numeral(text: str) -> tuple[Fraction, bool] | None:
+def numeral(text: str) -> tuple[Fraction, bool] | None:
     """(value, exact) of a plain numeral, exact False for a decimal (a float to math-verify)."""
     m = _NUMERAL.fullmatch(text)
     if m is None:
@@ -279,7 +281,7 @@ def _numeric_verdict(gold: str, answer: str, opts: CheckOptions) -> bool | None:
     decimal, math-verify compares floats rounded to `float_rounding` places; only a difference far
     outside that (and far above a double's precision) is decided here, as False.
     """
-    g, a = _numeral(gold), _numeral(answer)
+    g, a = numeral(gold), numeral(answer)
     if g is None or a is None:
         return None
     (gv, g_exact), (av, a_exact) = g, a
@@ -294,9 +296,11 @@ def _numeric_verdict(gold: str, answer: str, opts: CheckOptions) -> bool | None:
 def run_task(task: tuple) -> tuple[str, Any]:
     kind, gold, *rest = task
     opts = CheckOptions(*rest[-1])
-    numeric_gold = opts.gold_mode == "auto" and _numeral(gold) is not None
+    numeric_gold = opts.gold_mode == "auto" and numeral(gold) is not None
     if kind == "gold" and numeric_gold:
         return ("ok", None)  # a plain numeral always parses; its pairs may not need the parse at all
+    if kind == "verify" and isinstance(rest[0], tuple):
+        return _verify_candidates(gold, rest[0], opts)
     if numeric_gold and opts.answer_mode == "answer":
         verdict = _numeric_verdict(gold, rest[0], opts)
         if verdict is not None:
@@ -312,6 +316,22 @@ def run_task(task: tuple) -> tuple[str, Any]:
     if not parsed_answer:
         return ("no_math", "math-verify found no expression in the answer")
     return ("ok", _verify(parsed_gold, parsed_answer, opts))
+
+
+def _verify_candidates(gold: str, candidates: tuple[str, ...], opts: CheckOptions) -> tuple[str, Any]:
+    """Several candidate answers against one gold: ("several", detail) when two of them are
+    different values (a text that is not math counts as different), else the verdict on the first."""
+    parsed_gold = _gold(gold, opts)
+    if isinstance(parsed_gold, str):
+        return ("timeout" if parsed_gold == _GOLD_TIMED_OUT else "unparseable", parsed_gold)
+    parsed = [_answer(c, opts) for c in candidates]
+    first = parsed[0]
+    for text, other in zip(candidates[1:], parsed[1:], strict=True):
+        if not (first and other and _verify(first, other, opts)):
+            return ("several", f"{candidates[0]!r} and {text!r} are different values")
+    if not first:
+        return ("no_math", "math-verify found no expression in the answer")
+    return ("ok", _verify(parsed_gold, first, opts))
 
 
 def _verify(golds: list[Any], answers: list[Any], opts: CheckOptions) -> bool:
