@@ -185,7 +185,7 @@ def test_cosine_length_formula_and_none_propagation():
 def test_cosine_length_reads_an_earlier_scorer_in_a_spec():
     spec = {"scorers": [
         {"scorer": "regex_format", "name": "correct", "params": {"pattern": "42", "mode": "search"}},
-        {"scorer": "cosine_length", "params": {"correctness_from": "correct", "max_len": 40}},
+        {"scorer": "cosine_length", "params": {"correctness_from": "correct", "max_len": 40, "padding": "count"}},
     ]}
     batch = build(spec).score([{"completion": "42"}, {"completion": "41" + " " * 38}])
     assert batch.values["cosine_length"][0] == pytest.approx(0.5 + 0.25 * (1 + math.cos(math.pi * 2 / 40)))
@@ -246,10 +246,13 @@ def test_reasoning_steps_markers_cap_and_source():
 
 def test_language_consistency_script_share():
     zh = LanguageConsistency(target="zh")
-    mixed = one(zh, "<think>我们先计算 then add</think>answer")
+    by_letters = LanguageConsistency(target="zh", unit="letters")
+    mixed = one(by_letters, "<think>我们先计算 then add</think>answer")
     assert mixed.value == pytest.approx(5 / 12) and mixed.info["source"] == "think_block"
+    assert one(zh, "<think>我们先计算 then add</think>answer").value == pytest.approx(5 / 7)  # 5 characters, 2 words
     assert one(LanguageConsistency(), "<think>all english here</think>").value == 1.0
-    assert one(LanguageConsistency(target="Cyrillic"), "Привет world").value == pytest.approx(6 / 11)
+    assert one(LanguageConsistency(target="Cyrillic", unit="letters"), "Привет world").value == pytest.approx(6 / 11)
+    assert one(LanguageConsistency(target="Cyrillic"), "Привет world").value == pytest.approx(1 / 2)
     # LaTeX and code are not prose: $\frac{x}{y}$ in Chinese reasoning does not count as English.
     assert one(zh, r"计算 $\frac{x}{y}$ 和 `print(x)`").value == 1.0
     assert one(LanguageConsistency(target="zh", ignore_math_and_code=False), r"计算 $x$").value < 1.0

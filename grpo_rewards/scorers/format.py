@@ -15,6 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import completion_text, prompt_text, reasoning_text
 
+_CONTENT = regex.compile(r"[\p{L}\p{N}]")  # a letter or a digit: a block is more than whitespace
+
+
+def has_content(text: str) -> bool:
+    return _CONTENT.search(text) is not None
+
 TAG_NAME = r"^[A-Za-z_][\w:.-]{0,63}$"
 
 
@@ -38,7 +44,9 @@ class ThinkFormatParams(BaseModel):
         "and upper-case tag names are accepted too. Between and after the blocks only whitespace is allowed in "
         "both modes.",
     )
-    require_content: bool = Field(False, description="The reasoning (and answer) block must not be blank.")
+    require_content: bool = Field(
+        True, description="The reasoning (and answer) block must hold a letter or a digit: an empty, "
+        "whitespace-only or invisible-only block scores 0 (TRL's `think_format_reward` accepts it: false).")
 
 
 class ThinkFormat(Scorer):
@@ -68,7 +76,7 @@ class ThinkFormat(Scorer):
         if p.whitespace == "lenient":
             text, think, answer = text.lstrip().lower(), think.lower(), answer.lower() if answer else None
         opened = self._opened_by_prompt(sample)
-        problem, info = _check_think(text, think, opened, p.require_content)
+        problem, info = _check_think(text, think, opened, p.require_content, answer)
         if problem is None and answer is not None:
             problem = _check_answer(text[info.pop("after") :], answer, p.require_content)
         info.pop("after", None)
@@ -78,7 +86,8 @@ class ThinkFormat(Scorer):
         return Score(1.0, {"format": "ok", **info})
 
 
-def _check_think(text: str, tag: str, opened: bool, require_content: bool) -> tuple[str | None, dict[str, Any]]:
+def _check_think(text: str, tag: str, opened: bool, require_content: bool,
+                 answer_tag: str | None) -> tuple[str | None, dict[str, Any]]:
     """The first problem with the reasoning block, and where the text after it starts."""
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
     if opened:
@@ -98,8 +107,10 @@ def _check_think(text: str, tag: str, opened: bool, require_content: bool) -> tu
     # A second closing tag is a broken template (TRL accepts it; see docs/scorers.md).
     if text.find(close_tag, after) >= 0:
         return f"{close_tag} repeated", {}
-    if require_content and not text[start:close_at].strip():
+    if require_content and not has_content(text[start:close_at]):
         return f"empty {open_tag} block", {}
+    if answer_tag is not None and f"<{answer_tag}>" in text[start:close_at]:
+        return f"<{answer_tag}> inside the {open_tag} block", {}
     return None, {"think_chars": close_at - start, "after": after}
 
 
@@ -112,7 +123,7 @@ def _check_answer(rest: str, tag: str, require_content: bool) -> str | None:
         return f"{open_tag} or {close_tag} repeated"
     if not body.endswith(close_tag):
         return f"text after {close_tag}" if close_tag in body else f"missing {close_tag}"
-    if require_content and not body[len(open_tag) : -len(close_tag)].strip():
+    if require_content and not has_content(body[len(open_tag) : -len(close_tag)]):
         return f"empty {open_tag} block"
     return None
 
@@ -133,6 +144,9 @@ class TagCountParams(BaseModel):
         description="Subtracted, in units of one marker's credit, for every extra occurrence of a marker and "
         "for every tag block nested in (or crossing) another; 0 only withholds the credit.",
     )
+    require_content: bool = Field(
+        True, description="A block with no letter or digit inside (`<think> </think>`) earns nothing for its "
+        "two markers.")
 
     @field_validator("tags")
     @classmethod
@@ -182,6 +196,9 @@ class TagCount(Scorer):
             credits += good_open + good_close
             if good_open and good_close:
                 blocks.append((opens[0], closes[0], tag))
+                if self.params.require_content and not has_content(text[opens[0] + len(tag) + 2 : closes[0]]):
+                    credits -= 2
+                    status["empty"] = True
             per_tag[tag] = status
         blocks.sort()
         nested = [b[2] for a, b in zip(blocks, blocks[1:]) if b[0] < a[1]]

@@ -1,8 +1,10 @@
 """Language consistency (DeepSeek-R1): the share of the reasoning written in the target language.
 
-Default method `script`: the share of letters that belong to the target's Unicode scripts, counted
+Default method `script`: the share of distinct words written in the target's Unicode scripts,
 by the `regex` module's script properties (C speed, no model, exact for language pairs with distinct
-scripts such as English vs Chinese). Method `langid` tells apart languages that share a script
+scripts such as English vs Chinese). Words rather than letters, and distinct ones: counted by
+letters, an English word weighs five Chinese characters, and a Latin filler word repeated a hundred
+times would outweigh the Chinese reasoning around it. Method `langid` tells apart languages that share a script
 (English vs French) with py3langid, per sentence, at roughly 50x the cost.
 """
 
@@ -32,6 +34,9 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 }
 
 _NON_LETTERS = regex.compile(r"\P{L}+")
+# Scripts written without spaces: each character is counted as a word.
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+_WORD = regex.compile(rf"[{_UNSPACED}]|[^\P{{L}}{_UNSPACED}]+")
 # Math and code are written in Latin letters whatever the language of the prose around them.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.
 _MATH_AND_CODE = regex.compile(r"```[^`]*```|`[^`\n]*`|\$\$[^$]*\$\$|\$[^$\n]*\$|\\[A-Za-z]+")
@@ -70,6 +75,10 @@ class LanguageConsistencyParams(BaseModel):
         "whole completion when there is no tag); `completion`: everything.")
     ignore_math_and_code: bool = Field(True, description="Leave out `$…$` math, LaTeX commands and code spans.")
     min_letters: int = Field(1, ge=1, description="Fewer letters than this in the reasoning: None.")
+    unit: Literal["words", "letters"] = Field(
+        "words", description="`script` method: share of the distinct words (a run of letters; in Chinese, "
+        "Japanese, Thai... each character) written wholly in the target's scripts, so that mixing in filler "
+        "words or script-mixed words does not raise it; `letters`: share of all letters.")
 
     @field_validator("target")
     @classmethod
@@ -112,11 +121,15 @@ class LanguageConsistency(Scorer):
         if len(letters) < p.min_letters:
             return Score.unscorable(f"{len(letters)} letters in the {where}, fewer than min_letters", source=where)
         if p.method == "langid":
-            in_target = self._langid_letters(text)
+            in_target, total = self._langid_letters(text), len(letters)
+        elif p.unit == "letters":
+            in_target, total = len(self._outside.sub("", letters)), len(letters)
         else:
-            in_target = len(self._outside.sub("", letters))
-        return Score(in_target / len(letters), {"letters": len(letters), "in_target": in_target,
-                                                "source": where, "method": p.method})
+            words = set(_WORD.findall(text))
+            in_target, total = sum(not self._outside.search(w) for w in words), len(words)
+        return Score(in_target / total, {"letters": len(letters), "in_target": in_target, "of": total,
+                                         "unit": "letters" if p.method == "langid" else p.unit,
+                                         "source": where, "method": p.method})
 
     def _langid_letters(self, text: str) -> int:
         import py3langid  # optional extra: imported only by this method

@@ -145,6 +145,9 @@ class CosineLength(Scorer):
 
 
 class OverlongPunishmentParams(LengthUnitParams):
+    padding: Literal["ignore", "count"] = Field(
+        "count", description="`count`: the raw length, padding included (an overlong completion costs its "
+        "tokens, whatever they hold); `ignore`: the content's length, as `length` measures it.")
     max_length: int = Field(ge=1, description="Hard length limit L_max (TRL `max_completion_len`).")
     buffer: int = Field(
         ge=0, description="Soft punishment interval L_cache before `max_length` (TRL `soft_punish_cache`); "

@@ -12,7 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.scorer import Sample, Score, Scorer
-from grpo_rewards.scorers.textutil import completion_text, load_tokenizer, reference_of, without_surrogates
+from grpo_rewards.scorers.textutil import (
+    completion_text, fold_word, invisible_free, load_tokenizer, reference_of, without_surrogates,
+)
 
 
 class RepetitionParams(BaseModel):
@@ -29,6 +31,9 @@ class RepetitionParams(BaseModel):
     tokenizer: str | None = Field(None, min_length=1,
                                   description="Tokenizer name or local path for token n-grams.")
     lowercase: bool = Field(True, description="Lower-case words before comparing (`words` unit).")
+    fold: bool = Field(
+        True, description="`words` unit: compare words without punctuation and invisible characters, "
+        "width-folded (NFKC), so `Check, check! CHECK.` repeats one word.")
 
 
 def repeated_fraction(items: Sequence[Hashable], n: int) -> tuple[float, int]:
@@ -62,7 +67,7 @@ class Repetition(Scorer):
             if p.unit != "words" and isinstance(ids, (list, tuple)):
                 out.append((ids, "completion_ids"))
             elif p.unit == "words" or (p.unit == "auto" and not p.tokenizer):
-                out.append(((text.lower() if p.lowercase else text).split(), "words"))
+                out.append((self._words(text), "words"))
             else:
                 out.append((None, "tokenizer"))
         pending = [i for i, (items, _) in enumerate(out) if items is None]
@@ -72,6 +77,12 @@ class Repetition(Scorer):
             for i, ids in zip(pending, encoded, strict=True):
                 out[i] = (ids, "tokenizer")
         return out
+
+    def _words(self, text: str) -> list[str]:
+        p = self.params
+        if not p.fold:
+            return (text.lower() if p.lowercase else text).split()
+        return [w for w in (fold_word(w, p.lowercase) for w in invisible_free(text).split()) if w]
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         p = self.params

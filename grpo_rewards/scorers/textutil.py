@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.scorer import Sample
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_INVISIBLE = regex.compile(r"\p{Cf}+")  # zero-width spaces and joiners: no visible text, no length
+_NOT_WORD = regex.compile(r"[^\p{L}\p{N}]+")
+# A character repeated past this many times in a row is padding (`=====`, 5,000 `x`).
+MAX_RUN = 32
+_LONG_RUN = re.compile(r"(.)\1{%d,}" % MAX_RUN, re.DOTALL)
+# A run of this many words seen before, in the same order, is repeated text.
+REPEAT_NGRAM = 8
 
 
 def without_surrogates(text: str) -> str:
@@ -44,6 +53,36 @@ def reference_of(sample: Any) -> dict[str, Any]:
         return {}
 
 
+def fold_word(word: str, lowercase: bool = True) -> str:
+    """A word as a repetition check compares it: width-folded (NFKC), without punctuation or
+    invisible characters, and case-folded unless `lowercase` is False."""
+    word = _NOT_WORD.sub("", unicodedata.normalize("NFKC", word))
+    return word.casefold() if lowercase else word
+
+
+def invisible_free(text: str) -> str:
+    return _INVISIBLE.sub("", text)
+
+
+def content_text(text: str) -> str:
+    """The text a length target counts: invisible characters dropped, whitespace runs as one
+    space, a run of one character cut to `MAX_RUN`, and a word that completes a run of
+    `REPEAT_NGRAM` words already seen (case and punctuation aside) left out, so that padding with
+    whitespace or with repeated text adds nothing."""
+    words = invisible_free(text).split()
+    kept, seen, window = [], set(), []
+    for word in words:
+        window.append(fold_word(word))
+        if len(window) > REPEAT_NGRAM:
+            window.pop(0)
+        gram = tuple(window)
+        if len(gram) == REPEAT_NGRAM and gram in seen:
+            continue
+        seen.add(gram)
+        kept.append(word)
+    return _LONG_RUN.sub(lambda m: m.group(1) * MAX_RUN, " ".join(kept))
+
+
 # ---------------------------------------------------------------------------------------------
 # Length units
 
@@ -63,6 +102,13 @@ class LengthUnitParams(BaseModel):
         None, min_length=1,
         description="Hugging Face tokenizer name or local path (AutoTokenizer, loaded on first use) for "
         "token lengths.",
+    )
+    padding: Literal["ignore", "count"] = Field(
+        "ignore",
+        description="`ignore`: the length is that of the content: whitespace runs count as one character, a "
+        "character repeated past 32 in a row as 32, invisible characters as none, and text repeating a run "
+        "of 8 words already written (case and punctuation aside) as nothing; a token length is scaled by the "
+        "same ratio. `count`: the raw length.",
     )
 
 
@@ -97,6 +143,8 @@ def measure_lengths(samples: Sequence[Any], params: LengthUnitParams) -> list[tu
     if unit == "auto":
         unit = "tokens" if params.tokenizer else "chars"
     texts = [completion_text(s) for s in samples]
+    if params.padding == "ignore":
+        return _content_lengths(samples, texts, params, unit)
     if unit == "chars":
         return [(len(t), {"length": len(t), "unit": "chars"}) for t in texts]
     out: list[tuple[int | None, dict[str, Any]] | None] = []
@@ -116,6 +164,21 @@ def measure_lengths(samples: Sequence[Any], params: LengthUnitParams) -> list[tu
         for i, n in zip(need_tokenizer, counts, strict=True):
             out[i] = (n, {"length": n, "unit": "tokens", "token_source": "tokenizer"})
     return out  # type: ignore[return-value]
+
+
+def _content_lengths(samples: Sequence[Any], texts: list[str], params: LengthUnitParams,
+                     unit: str) -> list[tuple[int | None, dict[str, Any]]]:
+    """`measure_lengths` of the content (see `content_text`); the raw length stays in the info."""
+    raw = measure_lengths(samples, params.model_copy(update={"padding": "count", "unit": unit}))
+    out = []
+    for (n, info), text in zip(raw, texts, strict=True):
+        if n is None:
+            out.append((n, info))
+            continue
+        content = len(content_text(text))
+        length = content if unit == "chars" else round(n * content / len(text)) if text else n
+        out.append((length, {**info, "length": length, **({"raw_length": n} if length != n else {})}))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
