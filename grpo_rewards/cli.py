@@ -1,7 +1,7 @@
-"""`grpo-rewards`: list scorers, validate specs, print the schema, score and explain completions.
+"""`grpo-rewards`: list scorers, validate specs, print the schema, score, explain and probe completions.
 
-Exit codes: 0 success, 2 a mistake in the user's input (message on stderr, no traceback),
-130 interrupted. Results go to stdout (or the `--output` file); progress and warnings to stderr.
+Exit codes: 0 success, 1 `probe` found a hack that pays, 2 a mistake in the user's input (message on
+stderr, no traceback), 130 interrupted. Results go to stdout (or the `--output` file); progress and warnings to stderr.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from grpo_rewards import __version__
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.errors import ConfigError, Problem, UserError
 from grpo_rewards.fileio import atomic_file
+from grpo_rewards.probe import findings_table, probe, summary
 from grpo_rewards.registry import BUILTIN_PLUGINS, Entry, Registry, load_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.spec import spec_json_schema
@@ -328,6 +329,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    findings = probe(args.spec, _registry())
+    paying = any(f.pays for f in findings)
+    if paying or args.all:
+        title = f"{args.spec}: " + ("every check" if args.all else "hacks that earn reward")
+        _stdout().print(findings_table(findings, title, only_paying=not args.all))
+    _stdout().print(summary(findings))
+    return 1 if paying else 0
+
+
 def cmd_sandbox_check(args: argparse.Namespace) -> int:
     # Imported here: the sandbox pulls in process machinery the other commands never need.
     try:
@@ -385,6 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chars", type=_positive_int, default=300, help="characters of prompt/completion shown")
     p.add_argument("--json", action="store_true", help="one JSON line per sample instead of tables")
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("probe", help="run the known reward hacks that apply to a spec; exit 1 if any pays")
+    p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
+    p.add_argument("--all", action="store_true", help="list every check, not only the hacks that pay")
+    p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("sandbox-check", help="which isolation layers the code sandbox has on this host",
                        add_help=False)
