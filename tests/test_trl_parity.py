@@ -57,7 +57,7 @@ def second_close_after_valid_open(text: str) -> bool:
 @pytest.mark.timeout(120)
 def test_think_format_matches_trl_except_repeated_closing_tag():
     theirs = trl_rewards.think_format_reward(conversational(COMPLETIONS))
-    scorer = ThinkFormat(answer_tag=None, prompt_opens_think=False, whitespace="strict")
+    scorer = ThinkFormat(answer_tag=None, prompt_opens_think=False, whitespace="strict", require_content=False)
     ours = values(scorer.score([Sample("", m) for m in conversational(COMPLETIONS)]))
     differing = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
     expected = [i for i, t in enumerate(COMPLETIONS) if second_close_after_valid_open(t)]
@@ -129,7 +129,8 @@ def test_cosine_length_matches_trl_given_trls_correctness(token_ids, tokenizer_d
     kwargs = dict(min_value_wrong=-1.0, max_value_wrong=-0.5, min_value_correct=0.5, max_value_correct=1.0)
     theirs = trl_rewards.get_cosine_scaled_reward(100, **kwargs)(completions, golds, ids)
 
-    scorer = CosineLength(correctness_from="math", max_len=100, unit="tokens", **kwargs)
+    # The raw length, as TRL counts it: this compares the formula, not the padding rule.
+    scorer = CosineLength(correctness_from="math", max_len=100, unit="tokens", padding="count", **kwargs)
     samples = [Sample("", c, {"completion_ids": x}) for c, x in zip(completions, ids, strict=True)]
     ours = values(scorer.score(samples, {"math": [Score(v) for v in correctness]}))
     assert ours == theirs
@@ -138,7 +139,8 @@ def test_cosine_length_matches_trl_given_trls_correctness(token_ids, tokenizer_d
     # Lengths from a tokenizer instead of completion_ids: TRL again, on the tokenizer's ids.
     # (the lengths are those of the prose COMPLETIONS, on both sides)
     theirs_tok = trl_rewards.get_cosine_scaled_reward(100, **kwargs)(completions, golds, token_ids)
-    by_tokenizer = CosineLength(correctness_from="math", max_len=100, tokenizer=tokenizer_dir, **kwargs)
+    by_tokenizer = CosineLength(correctness_from="math", max_len=100, tokenizer=tokenizer_dir, padding="count",
+                                **kwargs)
     prose = [Sample("", t) for t in COMPLETIONS]
     ours_tok = values(by_tokenizer.score(prose, {"math": [Score(v) for v in correctness]}))
     assert ours_tok == theirs_tok
