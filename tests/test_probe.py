@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from pathlib import Path
 
@@ -100,3 +101,14 @@ def test_a_plugin_scorer_is_probed_with_its_own_hacks_and_the_generic_ones():
 def test_the_sample_record_is_what_a_scorer_sees():
     hack = _Echo.redteam_hacks[0]
     assert Sample.from_record(hack.sample).completion_text == "open sesame"
+
+
+def test_the_plugin_example_in_the_docs_is_probed_with_its_hack():
+    text = (EXAMPLE_SPEC.parents[1] / "docs" / "reward-hacking.md").read_text(encoding="utf-8")
+    [code] = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    namespace: dict = {}
+    exec(compile(code, "reward-hacking.md", "exec"), namespace)  # noqa: S102 - our own doc's example
+    keyword = namespace["Keyword"]
+    plugin = types.SimpleNamespace(__name__="keyword_plugin", grpo_rewards_scorers=hookimpl(lambda: [keyword]))
+    findings = probe({"scorers": [{"scorer": "keyword"}]}, load_registry([plugin], entry_points=False))
+    assert [f.hack.id for f in findings if f.pays] == ["plugin/keyword_alone"]
