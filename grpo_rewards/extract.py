@@ -286,9 +286,9 @@ def bare_answer(text: str, max_chars: int = 60) -> str | None:
 # The candidate values an answer region holds (the hedge check of `math_accuracy`)
 
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
-# What separates alternatives in one answer: `5; 6`, `5 or 6`, `5 \lor 6`, `5 \\ 6`, `5. Or 6`.
+# What separates alternatives in one answer: `5; 6`, `5 or 6`, `5 \lor 6`, `5 \\ 6`, `5. Or 6`, `5 或 6`.
 _SEPARATOR = re.compile(
-    r";|\n|\\\\|\.(?=\s|$)|\\(?:lor|vee|cup|mid|quad|qquad)(?![A-Za-z])"
+    r";|\n|\\\\|\.(?=\s|$)|\|\||\\?&|或|\\(?:lor|vee|cup|mid|vert|quad|qquad)(?![A-Za-z])|\\hspace\*?\{[^{}]*\}"
     r"|(?<![\\A-Za-z'])(?:or|and|else|otherwise)(?![A-Za-z'])",
     re.IGNORECASE,
 )
