@@ -152,13 +152,13 @@ def profile_trainer(config: str, overrides: list[str], steps: int) -> int:
     start = time.perf_counter()
     trainer = trainer_module.Trainer(load_config(config, overrides + ["eval_steps=0", "progress=false"]))
     print(f"malloc: MALLOC_MMAP_THRESHOLD_={os.environ.get('MALLOC_MMAP_THRESHOLD_', 'default')}; "
-          f"chunked log-prob path (CompletionLogprobs.fast): {trainer.logprobs.fast}\n")
+          f"chunked log-prob path (CompletionLogprobs.fast): {trainer.policy.logprobs.fast}\n")
     print("| step | phase | RSS before (MiB) | peak RSS (MiB) | RSS after (MiB) | seconds |\n|---|---|---:|---:|---:|---:|")
     print(f"| load | model, tokenizer, data | 0 | {vm_hwm_mib():.0f} | {vm_rss_mib():.0f} "
           f"| {time.perf_counter() - start:.1f} |", flush=True)
     trainer_module.generate = measured("generate", trainer_module.generate)
-    trainer.reward_matrix = measured("score", trainer.reward_matrix)
-    trainer.reference_logprobs = measured("reference log-probs", trainer.reference_logprobs)
+    trainer.score = measured("score", trainer.score)
+    trainer.policy.reference_logprobs = measured("reference log-probs", trainer.policy.reference_logprobs)
     trainer.optimize = measured("policy fwd + bwd + AdamW", trainer.optimize)
     for step in range(1, steps + 1):
         trainer.train_step()

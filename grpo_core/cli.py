@@ -35,6 +35,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    # Each command imports its module (torch, transformers) only when it runs: `--help` and a bad
+    # config answer without loading them, and `generate` never loads the trainer.
     if argv[:1] == ["generate"]:  # a subcommand; a config file is never named exactly `generate`
         from grpo_core.generate import main as generate_main
 

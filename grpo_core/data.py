@@ -8,7 +8,7 @@ A record is a dict with a `prompt` (text or chat messages) and any reference fie
 * `path: FILE` - JSON Lines (one record per line), or .json/.parquet/.csv through `datasets`;
 * `dataset: NAME_OR_DIR` - any Hugging Face `datasets` source readable offline (`split`, `dataset_config`).
 
-Extension points (grpo_core/tasks.py uses them; it is imported lazily, on first lookup):
+Extension points (grpo_core/tasks.py uses them; they live in grpo_core.task_registry):
 
     @register_task("arithmetic", params=ArithmeticParams)    # params: optional pydantic model of `data.options`
     def arithmetic(split: str, size: int | None, seed: int, **options) -> list[dict]: ...
@@ -19,74 +19,19 @@ Extension points (grpo_core/tasks.py uses them; it is imported lazily, on first 
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import zlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_rewards.errors import UnknownNameError, UserError
-
-TASKS_MODULE = "grpo_core.tasks"
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    build: Callable[..., list[dict[str, Any]]]
-    params: type[BaseModel] | None = None
-
-
-_tasks: dict[str, Task] = {}
-_tokenizers: dict[str, Callable[[], Any]] = {}
-_builtins_loaded = False
-
-
-def register_task(name: str, params: type[BaseModel] | None = None) -> Callable:
-    """Decorator: register `fn(split, size, seed, **options) -> list[record]` as task `name`."""
-    def decorate(fn: Callable[..., list[dict[str, Any]]]) -> Callable[..., list[dict[str, Any]]]:
-        _tasks[name] = Task(name, fn, params)
-        return fn
-    return decorate
-
-
-def register_tokenizer(name: str) -> Callable:
-    """Decorator: register a zero-argument tokenizer factory, referenced as `builtin:<name>`."""
-    def decorate(fn: Callable[[], Any]) -> Callable[[], Any]:
-        _tokenizers[name] = fn
-        return fn
-    return decorate
-
-
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
-    _builtins_loaded = True
-    try:
-        importlib.import_module(TASKS_MODULE)
-    except ModuleNotFoundError as exc:  # the module itself absent is fine; a broken import inside it is not
-        if exc.name != TASKS_MODULE:
-            raise
-
-
-def get_task(name: str) -> Task:
-    _load_builtins()
-    if name not in _tasks:
-        raise UnknownNameError("task", name, sorted(_tasks))
-    return _tasks[name]
-
-
-def get_tokenizer_factory(name: str) -> Callable[[], Any]:
-    _load_builtins()
-    if name not in _tokenizers:
-        raise UnknownNameError("built-in tokenizer", name, sorted(_tokenizers))
-    return _tokenizers[name]
+from grpo_core import tasks  # noqa: F401 - registers the built-in tasks and tokenizers
+from grpo_core.task_registry import (  # noqa: F401 - the extension points, re-exported
+    Task, get_task, get_tokenizer_factory, register_task, register_tokenizer)
+from grpo_rewards.errors import UserError
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
@@ -120,7 +65,7 @@ def _read_datasets(name: str, split: str, config_name: str | None = None, data_f
     return [dict(r) for r in ds]
 
 
-def read_records(path: str | Path | None = None, dataset: str | None = None, split: str = "train",
+def load_records(path: str | Path | None = None, dataset: str | None = None, split: str = "train",
                  dataset_config: str | None = None) -> list[dict[str, Any]]:
     """Records from a file (JSONL natively; json/parquet/csv via `datasets`) or a `datasets` source."""
     if path is not None:
@@ -159,10 +104,10 @@ def load_splits(data: Any, seed: int) -> tuple[list[dict[str, Any]], list[dict[s
         where = f"task {data.task!r}"
         return check_prompts(train, "prompt", where), (check_prompts(evals, "prompt", where) if evals else [])
     where = data.path or data.dataset
-    train = check_prompts(read_records(data.path, data.dataset, data.split, data.dataset_config), data.prompt_field, where)
+    train = check_prompts(load_records(data.path, data.dataset, data.split, data.dataset_config), data.prompt_field, where)
     if data.eval_path or data.eval_split:
         eval_where = data.eval_path or f"{data.dataset} [{data.eval_split}]"
-        evals = read_records(data.eval_path, None if data.eval_path else data.dataset, data.eval_split or "train",
+        evals = load_records(data.eval_path, None if data.eval_path else data.dataset, data.eval_split or "train",
                              data.dataset_config)
         evals = check_prompts(evals, data.prompt_field, eval_where)[: data.eval_size or None]
     elif data.eval_size:  # hold out a seeded random subset of the training records

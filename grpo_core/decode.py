@@ -22,14 +22,12 @@ import torch
 import torch.nn.functional as F
 
 from grpo_core import native
-from grpo_core.llama import attention
+from grpo_core.llama import CausalLM, attention
 
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
 
 
 def supported(model: Any) -> bool:
-    from grpo_core.llama import CausalLM
-
     if isinstance(model, CausalLM):
         return True
     config = model.config

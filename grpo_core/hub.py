@@ -26,6 +26,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import torch
+from huggingface_hub import constants, snapshot_download
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+from grpo_core.runtime import DTYPES, resolve_device
 from grpo_rewards.errors import UnknownNameError, UserError
 from grpo_rewards.fileio import atomic_directory
 
@@ -65,8 +70,6 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
     """False when offline mode is set (`HF_HUB_OFFLINE`) or the hub endpoint cannot be connected to."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         return False
-    from huggingface_hub import constants
-
     url = urlparse(constants.ENDPOINT)
     try:
         socket.create_connection((url.hostname, url.port or 443), timeout=timeout_s).close()
@@ -77,8 +80,6 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
 
 def _hub_snapshot(hub_id: str, local_only: bool) -> Path | None:
     """The local snapshot of `hub_id` (downloaded unless `local_only`), or None when unavailable."""
-    from huggingface_hub import snapshot_download
-
     try:
         return Path(snapshot_download(hub_id, allow_patterns=HUB_FILES, local_files_only=local_only))
     except Exception as exc:  # huggingface_hub raises many kinds: offline, not found, gated, network
@@ -188,11 +189,6 @@ def cached_gguf_conversion(gguf_path: Path, key: str) -> Path:
 
 def _load_gguf(gguf_path: Path) -> tuple[Any, Any]:
     """Model and tokenizer from a GGUF file; transformers dequantises the weights to float32."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from transformers import GgufConfig
-
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     # dequantize=True: plain float weights (trainable, serialisable), not packed GGUF blocks.
     model = AutoModelForCausalLM.from_pretrained(
@@ -221,10 +217,6 @@ def save_model_dir(model: Any, tokenizer: Any, directory: Path) -> None:
 
 def pick_dtype(dtype: str | Any, device: Any) -> Any:
     """`auto` -> bfloat16 on a CUDA device that supports it, else float32; else a name or a torch dtype."""
-    import torch
-
-    from grpo_core.model import DTYPES
-
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in (None, "auto"):
@@ -243,10 +235,6 @@ def load_pretrained(
 
     The tokenizer gets a pad token (the EOS token when it has none), as batched generation needs one.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from grpo_core.model import resolve_device
-
     directory = resolve_model(name_or_path)
     torch_device = resolve_device(str(device))
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, torch_device))

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -489,8 +490,6 @@ class CausalLM(nn.Module):
 
     def save_pretrained(self, directory: str | Path, **_: Any) -> None:
         """config.json, generation_config.json and model.safetensors, as transformers writes them."""
-        from safetensors.torch import save_file
-
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.config.architectures = [self.architecture]
@@ -513,8 +512,6 @@ def build(config: Any, dtype: torch.dtype = torch.float32) -> CausalLM:
 
 def from_pretrained(directory: str | Path, config: Any, dtype: torch.dtype = torch.float32) -> CausalLM:
     """The model saved in `directory` (every `model*.safetensors` shard), in `dtype`."""
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(directory.glob("model*.safetensors")):

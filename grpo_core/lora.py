@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_core.hub import save_model_dir
@@ -52,6 +53,7 @@ def apply_lora(
     target_modules: list[str] | str = "all-linear",
 ) -> Any:
     """Wrap `model` in a peft LoRA model: base weights frozen, only the adapter trains."""
+    # peft (an optional extra) costs ~125 MiB resident: imported only where LoRA is used, here and below
     from peft import LoraConfig, TaskType, get_peft_model
 
     config = LoraConfig(
@@ -72,8 +74,6 @@ def apply_lora_settings(model: Any, settings: LoraSettings) -> Any:
 
 def _unwrap(model: Any) -> Any:
     """The module inside a DistributedDataParallel wrapper (or the model itself)."""
-    import torch
-
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         return model.module
     return model
@@ -81,7 +81,7 @@ def _unwrap(model: Any) -> Any:
 
 def _adapter_layers(model: Any) -> list[Any]:
     """The LoRA-injected layers inside `model` (also when it wraps `peft_model.get_base_model()`)."""
-    from peft.tuners.tuners_utils import BaseTunerLayer
+    from peft.tuners.tuners_utils import BaseTunerLayer  # only with LoRA (see apply_lora)
 
     return [m for m in _unwrap(model).modules() if isinstance(m, BaseTunerLayer)]
 
@@ -90,7 +90,7 @@ def has_adapter(model: Any) -> bool:
     """True when `model` is, or wraps, a LoRA model: its reference is the base, adapter disabled."""
     if "peft" not in sys.modules:  # nothing can hold an adapter; importing peft costs ~125 MiB resident
         return False
-    from peft import PeftModel
+    from peft import PeftModel  # only with LoRA (see apply_lora)
 
     return isinstance(_unwrap(model), PeftModel) or bool(_adapter_layers(model))
 
@@ -105,8 +105,7 @@ def reference_mode(model: Any) -> Iterator[Any]:
         with reference_mode(policy) as ref:
             ref_logps = ref(prompt_ids, prompt_mask, completion_ids, completion_mask)
     """
-    import torch
-    from peft import PeftModel
+    from peft import PeftModel  # only with LoRA (see apply_lora)
 
     inner = _unwrap(model)
     if isinstance(inner, PeftModel):
@@ -173,7 +172,7 @@ def save_model(model: Any, tokenizer: Any, directory: str | Path, merged: bool =
 
 def load_adapter(base_model: Any, adapter_dir: str | Path, trainable: bool = False) -> Any:
     """The base model with the adapter saved in `adapter_dir` (by `save_model(..., merged=False)`)."""
-    from peft import PeftModel
+    from peft import PeftModel  # only with LoRA (see apply_lora)
 
     return PeftModel.from_pretrained(base_model, str(adapter_dir), is_trainable=trainable)
 

@@ -25,6 +25,8 @@ each shared with TRL so results compare:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -146,15 +148,60 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str,
 # The objective
 
 
+@dataclass(frozen=True)
+class Normalisation:
+    """What the reductions divide by, besides the mask."""
+
+    accumulation_steps: int = 1      # micro-batches per optimizer step
+    max_completion_length: int = 1   # dr_grpo's constant
+    loss_tokens: float = 1.0         # dapo: completion tokens of the generation batch, all ranks, / world size
+
+
+Reduction = Callable[[torch.Tensor, torch.Tensor, Normalisation], torch.Tensor]
+
+
+def _sequence_mean(masked: torch.Tensor, mask: torch.Tensor, n: Normalisation) -> torch.Tensor:
+    """grpo: the mean over each sequence's tokens, then over sequences (the paper's)."""
+    return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / n.accumulation_steps
+
+
+def _batch_token_mean(masked: torch.Tensor, mask: torch.Tensor, n: Normalisation) -> torch.Tensor:
+    """bnpo: the mean over the micro-batch's completion tokens."""
+    return masked.sum() / mask.sum().clamp(min=1.0) / n.accumulation_steps
+
+
+def _constant_length(masked: torch.Tensor, mask: torch.Tensor, n: Normalisation) -> torch.Tensor:
+    """dr_grpo: the token sum over B * max_completion_length (no length bias)."""
+    return masked.sum() / (masked.size(0) * n.max_completion_length) / n.accumulation_steps
+
+
+def _generation_batch_tokens(masked: torch.Tensor, mask: torch.Tensor, n: Normalisation) -> torch.Tensor:
+    """dapo: the token sum over the completion tokens of the whole generation batch (all micro-batches)."""
+    return masked.sum() / max(n.loss_tokens, 1.0)
+
+
+# loss_type -> reduction of the masked per-token loss (B, C) to the micro-batch's share of the step's loss
+LOSS_TYPES: dict[str, Reduction] = {
+    "grpo": _sequence_mean,
+    "bnpo": _batch_token_mean,
+    "dr_grpo": _constant_length,
+    "dapo": _generation_batch_tokens,
+}
+
+
 def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: torch.Tensor | None,
               advantages: torch.Tensor, mask: torch.Tensor, *, loss_type: str, beta: float, epsilon: float,
               epsilon_high: float, importance_sampling_level: str = "token", max_completion_length: int = 1,
               accumulation_steps: int = 1, dapo_tokens: float = 1.0) -> tuple[torch.Tensor, dict[str, Any]]:
     """The micro-batch loss, already divided for gradient accumulation, and detached stats.
 
-    logps/old_logps/ref_logps/mask: (B, C); advantages: (B,). `dapo_tokens`: completion tokens of
+    logps/old_logps/ref_logps/mask: (B, C); advantages: (B,). The KL term is there when `ref_logps`
+    is given (the policy has a reference only when beta > 0). `dapo_tokens`: completion tokens of
     the generation batch over all ranks, divided by the world size (TRL's `num_items_in_batch`).
     """
+    reduce = LOSS_TYPES.get(loss_type)
+    if reduce is None:
+        raise ValueError(f"unknown loss_type {loss_type!r}; known: {', '.join(LOSS_TYPES)}")
     mask = mask.to(logps.dtype)
     adv = advantages[:, None]                                                     # (B, 1)
     old_logps = logps.detach() if old_logps is None else old_logps
@@ -164,24 +211,15 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor | None, ref_logps: to
     ratio = log_ratio.exp()
     clipped = ratio.clamp(1 - epsilon, 1 + epsilon_high)
     per_token = -torch.min(ratio * adv, clipped * adv)                            # (B, C) or (B, 1)
-    if beta != 0.0:
+    kl = None
+    if ref_logps is not None:
         delta = ref_logps - logps
         kl = delta.exp() - delta - 1                                              # (B, C) k3
         per_token = per_token + beta * kl
-    masked = per_token * mask                                                     # (B, C)
-    if loss_type == "grpo":
-        loss = (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / accumulation_steps
-    elif loss_type == "bnpo":
-        loss = masked.sum() / mask.sum().clamp(min=1.0) / accumulation_steps
-    elif loss_type == "dr_grpo":
-        loss = masked.sum() / (per_token.size(0) * max_completion_length) / accumulation_steps
-    elif loss_type == "dapo":
-        loss = masked.sum() / max(dapo_tokens, 1.0)
-    else:
-        raise ValueError(f"unknown loss_type {loss_type!r}")
+    loss = reduce(per_token * mask, mask, Normalisation(accumulation_steps, max_completion_length, dapo_tokens))
     with torch.no_grad():
         tokens = mask.sum().clamp(min=1.0)
         region = ((ratio < 1 - epsilon) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
         clip = region.float().mean() if region.size(1) == 1 else (region * mask).sum() / tokens
-        stats = {"clip_ratio": clip, "kl": (kl * mask).sum() / tokens if beta != 0.0 else torch.zeros(())}
+        stats = {"clip_ratio": clip, "kl": (kl * mask).sum() / tokens if kl is not None else torch.zeros(())}
     return loss, stats

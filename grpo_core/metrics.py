@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 from grpo_rewards.fileio import atomic_path, write_atomic
 
 METRICS_FILE = "metrics.jsonl"
@@ -51,13 +53,11 @@ class MetricsLog:
         self.file = open(self.path, "a", encoding="utf-8")
         self.writer = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # needs the optional tensorboard package
 
             self.writer = SummaryWriter(str(output_dir / "tensorboard"))
         self.progress = self.task = None
         if progress:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
             self.progress = Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(),
                                      TimeRemainingColumn(), TextColumn("{task.description}"))
             self.progress.start()
@@ -97,9 +97,9 @@ def plot_metrics(metrics_path: Path, out_path: Path) -> Path | None:
     records = read_metrics(metrics_path)
     if not records:
         return None
-    import matplotlib
+    import matplotlib  # heavy to import, and only a run that plots needs it
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # before pyplot: no display needed
     import matplotlib.pyplot as plt
 
     def series(key: str) -> tuple[list[int], list[float]]:

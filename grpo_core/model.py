@@ -1,139 +1,26 @@
-"""Devices, process groups, tokenizer and model loading (local, hub, aliases; LoRA), the frozen reference.
-
-Device `auto` picks cuda > mps > cpu. Under torchrun (WORLD_SIZE > 1) each rank joins a process
-group (NCCL on CUDA, gloo otherwise) and uses cuda:LOCAL_RANK when on CUDA.
-"""
+"""Tokenizer and model loading (local, hub, aliases; LoRA) and the frozen reference copy."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import copy
-import ctypes
-import functools
 import json
-import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
+from grpo_core import llama
+from grpo_core.data import get_tokenizer_factory
+from grpo_core.hub import resolve_model
+from grpo_core.lora import apply_lora_settings, enable_gradient_checkpointing
+from grpo_core.runtime import DTYPES
 from grpo_rewards.errors import UserError
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass(frozen=True)
-class Runtime:
-    device: torch.device
-    rank: int
-    world_size: int
-    autocast_dtype: torch.dtype | None  # None: no autocast
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            name = "cuda"
-        elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            name = "mps"
-        else:
-            name = "cpu"
-    if name == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError("device: cuda requested but no CUDA device is available")
-        return torch.device("cuda", local_rank)
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise UserError("device: mps requested but MPS is not available")
-    return torch.device(name)
-
-
-def setup_runtime(device: str, bf16: bool | None, threads: int | None = None) -> Runtime:
-    """Pick the device, join the process group under torchrun, decide on autocast."""
-    if threads is not None:
-        torch.set_num_threads(threads)
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    dev = resolve_device(device, local_rank)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-        torch.backends.cuda.matmul.allow_tf32 = True
-    if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-        atexit.register(close_process_group)
-    if bf16 is None:  # auto: only where bf16 is native and fast
-        bf16 = dev.type == "cuda" and torch.cuda.is_bf16_supported()
-    return Runtime(dev, rank, world_size, torch.bfloat16 if bf16 else None)
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
-@functools.cache
-def _glibc() -> Any:
-    """The C library when it is glibc 2.33+ (`malloc_trim`, `mallinfo2`); None elsewhere (musl, macOS)."""
-    if sys.platform != "linux":
-        return None
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallinfo2.restype = _MallInfo2
-        libc.malloc_trim  # noqa: B018 - raises AttributeError where it is missing
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-def release_free_heap(device: torch.device, min_free_mib: int = 32) -> bool:
-    """Return the pages of freed CPU tensors to the system when at least `min_free_mib` MiB of the
-    heap are free; True when it did.
-
-    Why: glibc keeps freed heap pages resident. The tensors of a small model (under glibc's
-    32 MiB mmap ceiling) live in the heap, and those freed earlier in a step leave holes that the
-    backward pass's gradients do not fit into, so it grows the heap while 70-90 MiB sit free
-    (20M bench model). Trimmed once after each forward pass, the peak of a 20M bench step fell
-    from 729-740 to 688-704 MiB for ~4% more step time: the call takes ~5 ms, and the pages the
-    backward reuses fault back in. With ~15 MiB free (2M bench model) a trim saved 5 MiB for ~3%,
-    hence the threshold (docs/benchmarks.md). Freed CUDA memory is torch's caching allocator's,
-    not glibc's, and is left alone.
-    """
-    libc = _glibc() if device.type == "cpu" else None
-    if libc is None or libc.mallinfo2().fordblks < min_free_mib << 20:
-        return False
-    libc.malloc_trim(0)
-    return True
-
-
-def close_process_group() -> None:
-    """Leave the process group cleanly (idempotent; registered at exit by `setup_runtime`).
-
-    The barrier first: gloo's worker thread frees a finished collective's tensors later, and needs
-    the GIL for it; destroying the group while holding the GIL joins that thread and can deadlock
-    (seen: a rank hung forever at exit after its last all_gather). Waiting in a barrier releases the
-    GIL until every rank is there.
-    """
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 def load_tokenizer(name: str, trust_remote_code: bool = False) -> Any:
     if name.startswith("builtin:"):
-        from grpo_core.data import get_tokenizer_factory
-
         tokenizer = get_tokenizer_factory(name.removeprefix("builtin:"))()
     else:
         try:
@@ -166,14 +53,10 @@ def _generic_tokenizer(name: str) -> Any:
         return None
     if tokenizer_class not in _GENERIC_TOKENIZERS:
         return None
-    from transformers.tokenization_utils_tokenizers import TokenizersBackend
-
     return TokenizersBackend.from_pretrained(name)
 
 
 def _auto_tokenizer(name: str, trust_remote_code: bool) -> Any:
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
 
 
@@ -182,16 +65,12 @@ def model_source(model_cfg: Any) -> str | None:
     grpo_core.hub; a clear UserError when it is unavailable offline), or None for a config-built model."""
     if model_cfg.name_or_path is None:
         return None
-    from grpo_core.hub import resolve_model
-
     return str(resolve_model(model_cfg.name_or_path))
 
 
 def config_from_kwargs(model_cfg: Any, tokenizer: Any) -> Any:
     """The HF config of a model built from `model.config` kwargs, with the tokenizer's vocabulary size
     and special ids."""
-    from transformers import AutoConfig
-
     kwargs = dict(model_cfg.config)
     kwargs.setdefault("vocab_size", len(tokenizer))
     for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
@@ -208,8 +87,6 @@ def build_model(model_cfg: Any, tokenizer: Any, source: str | None = None, lora:
     grpo_core.llama's module runs it where it can (`model.implementation`, and `native`), else
     transformers' class: LoRA (peft wraps transformers' classes), remote code, other architectures.
     """
-    from grpo_core import llama
-
     dtype = DTYPES[model_cfg.dtype]
     if model_cfg.name_or_path is not None:
         source = source or model_source(model_cfg)
@@ -233,19 +110,13 @@ def build_model(model_cfg: Any, tokenizer: Any, source: str | None = None, lora:
             model = llama.build(llama.Config.from_dict(config.to_dict()), dtype)
         else:
             _check_implementation(model_cfg, reason)
-            from transformers import AutoModelForCausalLM
-
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     if model.get_input_embeddings().num_embeddings < len(tokenizer):
         raise UserError(f"the model's vocabulary ({model.get_input_embeddings().num_embeddings}) is smaller than "
                         f"the tokenizer's ({len(tokenizer)})")
     if lora is not None:
-        from grpo_core.lora import apply_lora_settings
-
         model = apply_lora_settings(model, lora)
     if model_cfg.gradient_checkpointing:
-        from grpo_core.lora import enable_gradient_checkpointing
-
         # Also marks the embeddings' output as requiring grad when they are frozen (LoRA).
         enable_gradient_checkpointing(model)  # generate() still uses a KV cache; training forwards do not
     return model
@@ -258,8 +129,6 @@ def _check_implementation(model_cfg: Any, reason: str) -> None:
 
 def _transformers_model(model_cfg: Any, source: str, dtype: torch.dtype, reason: str | None) -> torch.nn.Module:
     _check_implementation(model_cfg, reason or "")
-    from transformers import AutoModelForCausalLM
-
     try:
         return AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code)
     except OSError as exc:

@@ -12,6 +12,7 @@ runs its Python layer, on the CPU. Other devices always run the Python layer (un
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import importlib.metadata
@@ -53,7 +54,7 @@ def decode_layer_op() -> Any:
     A build that does not load (a damaged file) is reported once and left alone: decoding then
     runs the Python layer rather than stopping a run over a speed-up.
     """
-    import torch
+    import torch  # not at the top: setup.sh's build check imports this module and must not pay for torch
 
     path = library_path()
     if os.environ.get("GRPO_CORE_NATIVE", "1") == "0" or not path.is_file():
@@ -87,8 +88,6 @@ def build(verbose: bool = False) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m grpo_core.native", description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true", help="show the compiler's commands and output")
     args = parser.parse_args(argv)

@@ -1,8 +1,7 @@
-"""Rollouts: G sampled completions per prompt, their masks, and their text for the scorers.
+"""Rollouts: G sampled completions per prompt, their masks, and the `Rollout` the objective reads.
 
-Prompts are tokenized once (chat messages through the tokenizer's chat template), truncated on
-the left to `max_prompt_length`, and left-padded per batch so every completion starts at the
-same column. Generation uses a KV cache under `torch.inference_mode`: grpo_core.decode's lean loop
+Prompts (encoded once by grpo_core.prompts) are left-padded per batch so every completion starts
+at the same column. Generation uses a KV cache under `torch.inference_mode`: grpo_core.decode's lean loop
 for Llama-family models (the same tokens as HF `generate`, with less overhead), HF `generate` otherwise.
 The completion mask runs up to and including the first EOS (pad may equal EOS, so the mask
 cannot come from pad positions); a completion without EOS is kept whole (truncated).
@@ -15,50 +14,40 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers import GenerationConfig
+
+from grpo_core import decode
 
 
 @dataclass
 class Rollout:
-    """One generation batch on one rank: B = prompts x G rows."""
+    """One generation batch on one rank: B = prompts x G rows, P prompt and C completion columns."""
 
     prompt_ids: torch.Tensor        # (B, P) left-padded
     prompt_mask: torch.Tensor       # (B, P)
     completion_ids: torch.Tensor    # (B, C) right-padded, C = longest completion
     completion_mask: torch.Tensor   # (B, C) 1 up to and including the first EOS
     advantages: torch.Tensor        # (B,)
-    old_logps: torch.Tensor | None = None  # (B, C) when num_iterations > 1
-    ref_logps: torch.Tensor | None = None  # (B, C) when beta > 0
+    old_logps: torch.Tensor | None = None       # (B, C) when num_iterations > 1
+    ref_logps: torch.Tensor | None = None       # (B, C) when the policy has a reference (beta > 0)
+    rewards: torch.Tensor | None = None         # (B,) weighted total, NaN where no scorer gave a value
+    scorer_rewards: torch.Tensor | None = None  # (B, S) each scorer's value (reward.aliases order), NaN for None
+    loss_tokens: float = 1.0  # completion tokens of the generation batch over all ranks / world size (dapo)
 
     def __len__(self) -> int:
         return self.prompt_ids.size(0)
 
     def rows(self, start: int, end: int) -> Rollout:
-        """A micro-batch; columns trimmed to the longest completion in it."""
+        """A micro-batch; completion columns trimmed to the longest completion in it."""
         width = int(self.completion_mask[start:end].sum(-1).max().clamp(min=1))
         cut = lambda t: None if t is None else t[start:end, :width]  # noqa: E731
+        take = lambda t: None if t is None else t[start:end]  # noqa: E731
         return Rollout(self.prompt_ids[start:end], self.prompt_mask[start:end], cut(self.completion_ids),
                        cut(self.completion_mask), self.advantages[start:end], cut(self.old_logps),
-                       cut(self.ref_logps))
+                       cut(self.ref_logps), take(self.rewards), take(self.scorer_rewards), self.loss_tokens)
 
     def state(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
-
-
-def prompt_text(prompt: Any, tokenizer: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    return tokenizer.apply_chat_template(list(prompt), tokenize=False, add_generation_prompt=True)
-
-
-def encode_prompts(prompts: Sequence[Any], tokenizer: Any, max_prompt_length: int) -> list[list[int]]:
-    """Token ids of each prompt, keeping the last `max_prompt_length` (the end is what the model continues)."""
-    if not prompts:
-        return []
-    texts = [prompt_text(p, tokenizer) for p in prompts]
-    # Chat templates already contain the special tokens; plain text gets the tokenizer's usual ones.
-    add_special = not any(isinstance(p, list) for p in prompts)
-    ids = tokenizer(texts, add_special_tokens=add_special)["input_ids"]
-    return [row[-max_prompt_length:] for row in ids]
+        return dict(self.__dict__)
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,19 +71,15 @@ def completion_mask(completion_ids: torch.Tensor, eos_ids: torch.Tensor) -> torc
 
 
 def generation_config(tokenizer: Any, eos_ids: list[int], max_new_tokens: int, do_sample: bool,
-                      temperature: float, top_p: float, top_k: int) -> Any:
-    from transformers import GenerationConfig
-
+                      temperature: float, top_p: float, top_k: int) -> GenerationConfig:
     sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k or None} if do_sample else {}
     return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=eos_ids,
                             pad_token_id=tokenizer.pad_token_id, use_cache=True, **sampling)
 
 
 @torch.inference_mode()
-def _sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen_config: Any,
+def _sample_ids(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, gen_config: Any,
             eos_ids: torch.Tensor, backend: str) -> torch.Tensor:
-    from grpo_core import decode
-
     was_training = model.training
     model.eval()
     try:
@@ -114,16 +99,10 @@ def generate(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, ge
 
     `backend`: `auto` uses grpo_core.decode's lean loop for the models it supports, else HF `generate`.
     """
-    ids = _sample(model, prompt_ids, prompt_mask, gen_config, eos_ids, backend)
+    ids = _sample_ids(model, prompt_ids, prompt_mask, gen_config, eos_ids, backend)
     if ids.size(1) == 0:  # nothing generated; keep one EOS column so shapes stay valid
         ids = torch.full((ids.size(0), 1), int(eos_ids[0]), dtype=torch.long, device=ids.device)
     mask = completion_mask(ids, eos_ids)
     width = int(mask.sum(-1).max())
     # Cloned outside inference mode: inference tensors cannot be saved for backward.
     return ids[:, :width].clone(), mask[:, :width].clone()
-
-
-def decode_completions(tokenizer: Any, ids: torch.Tensor, mask: torch.Tensor) -> list[str]:
-    lengths = mask.sum(-1).tolist()
-    rows = [row[:n] for row, n in zip(ids.tolist(), lengths)]
-    return tokenizer.batch_decode(rows, skip_special_tokens=True)

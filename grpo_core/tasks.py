@@ -24,7 +24,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from grpo_core.data import register_task, register_tokenizer
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import AutoConfig, PreTrainedTokenizerFast
+
+from grpo_core.task_registry import register_task, register_tokenizer
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
@@ -37,9 +40,6 @@ SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>"]
 def char_level_tokenizer(alphabet: list[str], specials: list[str] = SPECIAL_TOKENS) -> Any:
     """One token per character of `alphabet` after `specials` (`<pad>`, `<eos>`, `<unk>`), as a
     PreTrainedTokenizerFast, so it saves to a directory and loads back with AutoTokenizer (TRL too)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     vocab = {token: i for i, token in enumerate(specials + alphabet)}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # every character its own token
@@ -75,8 +75,6 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 def model_config(preset: str, tokenizer: Any) -> Any:
     """A transformers config for `preset`, sized and wired to `tokenizer`'s vocabulary and specials."""
-    from transformers import AutoConfig
-
     kwargs = dict(MODEL_PRESETS[preset])
     kwargs.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                   eos_token_id=tokenizer.eos_token_id, bos_token_id=None)

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from grpo_core.config import load_config
-from grpo_core.model import close_process_group
+from grpo_core.runtime import close_process_group
 from grpo_core.rollout import Rollout, completion_mask
 from grpo_core.trainer import Trainer
 
@@ -36,8 +36,7 @@ def fixed_rollout(trainer: Trainer, rows: int, seed: int = 123) -> Rollout:
     completion_ids[torch.arange(rows), ends] = eos
     mask = completion_mask(completion_ids, torch.tensor([eos]))
     rollout = Rollout(prompt_ids, prompt_mask, completion_ids, mask, torch.randn(rows, generator=g))
-    if trainer.ref is not None:
-        rollout.ref_logps = trainer.score_logprobs(trainer.ref, rollout)
+    rollout.ref_logps = trainer.policy.reference_logprobs(rollout)  # None when beta == 0
     return rollout
 
 
@@ -45,7 +44,7 @@ def fixed_step(trainer: Trainer, rollout: Rollout) -> float:
     """One optimizer step on this rank's share of `rollout`; returns the loss averaged over ranks."""
     share = len(rollout) // trainer.rt.world_size
     mine = rollout.rows(trainer.rt.rank * share, (trainer.rt.rank + 1) * share)
-    trainer.dapo_tokens = float(rollout.completion_mask.sum()) / trainer.rt.world_size
+    mine.loss_tokens = float(rollout.completion_mask.sum()) / trainer.rt.world_size
     return trainer.optimize(mine)["loss"]
 
 
@@ -60,7 +59,7 @@ def fixed_steps(trainer: Trainer) -> list[float]:
 
 
 def flat_params(trainer: Trainer) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in trainer.policy.parameters()])
+    return torch.cat([p.detach().reshape(-1) for p in trainer.policy.model.parameters()])
 
 
 def main() -> None:
@@ -71,7 +70,7 @@ def main() -> None:
     losses = fixed_steps(trainer)
     trainer.cfg.loss_type = config_loss_type
     if rank == 0:
-        torch.save({k: v.detach().clone() for k, v in trainer.policy.state_dict().items()}, out / "fixed_step.pt")
+        torch.save({k: v.detach().clone() for k, v in trainer.policy.model.state_dict().items()}, out / "fixed_step.pt")
     before = flat_params(trainer).clone()
     summary = trainer.train()
     params = flat_params(trainer)

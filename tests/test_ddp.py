@@ -62,5 +62,5 @@ def test_two_cpu_ranks_agree_with_each_other_and_with_one_process(tmp_path):
     # Within 1% of one Adam step (lr 1e-2): Adam divides by sqrt(v), so where an element's gradient is
     # near zero, the rounding of 2 x 4 rows against 8 moves its update by up to ~0.2% of a step (seen:
     # 2.2e-5 on one element of 20,000, every other one under 3e-6).
-    for name, value in single.policy.state_dict().items():
+    for name, value in single.policy.model.state_dict().items():
         assert torch.allclose(value, ddp_params[name], atol=1e-4, rtol=0), name

@@ -1,4 +1,4 @@
-"""Chat-template rendering, batched generation and the `generate` command on a tiny Llama."""
+"""Batched generation and the `generate` command on a tiny Llama (prompt rendering: test_prompts.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,7 @@ torch = pytest.importorskip("torch")
 from _tiny_models import build_tiny_llama  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from grpo_core.generate import (  # noqa: E402
-    completion_for,
-    decode_completions,
-    encode_prompts,
-    generate_completions,
-    main,
-    read_prompt_records,
-    render_prompt,
-    write_jsonl_atomic,
-)
+from grpo_core.generate import generate_completions, main, read_prompt_records, write_jsonl_atomic  # noqa: E402
 from grpo_rewards.errors import UserError  # noqa: E402
 from grpo_rewards.scorer import Sample  # noqa: E402
 
@@ -42,58 +33,6 @@ def tokenizer(tiny_dir):
 @pytest.fixture(scope="module")
 def model(tiny_dir):
     return AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32).eval()
-
-
-def test_chat_prompt_rendered_with_the_template(tokenizer):
-    text = render_prompt(tokenizer, CHAT)
-    assert text == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n"
-        "<|im_start|>assistant\n"
-    )
-
-
-def test_text_prompt_becomes_a_user_turn_unless_raw(tokenizer):
-    assert render_prompt(tokenizer, "hi") == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-    assert render_prompt(tokenizer, "hi", chat_template=False) == "hi"
-
-
-def test_chat_prompt_without_a_template_is_a_clear_error(tiny_dir):
-    bare = AutoTokenizer.from_pretrained(tiny_dir)
-    bare.chat_template = None
-    with pytest.raises(UserError, match="no chat template"):
-        render_prompt(bare, CHAT)
-    assert render_prompt(bare, "raw text") == "raw text"
-    with pytest.raises(UserError, match="text or a list of chat messages"):
-        render_prompt(bare, 42)
-
-
-def test_completion_shape_follows_the_prompt():
-    assert completion_for(CHAT, "5") == [{"role": "assistant", "content": "5"}]
-    assert completion_for("What is 2 + 3?", "5") == "5"
-    sample = Sample.from_record({"prompt": CHAT, "completion": completion_for(CHAT, "5"), "answer": "5"})
-    assert sample.completion_text == "5" and sample.reference == {"answer": "5"}
-
-
-def test_prompts_are_left_padded_without_an_extra_bos(tokenizer):
-    texts = [render_prompt(tokenizer, "a much longer question here"), render_prompt(tokenizer, "hi")]
-    batch = encode_prompts(tokenizer, texts)
-    short = tokenizer(texts[1], add_special_tokens=False)["input_ids"]
-    row = batch["input_ids"][1].tolist()
-    assert row[-len(short):] == short  # right-aligned: generation continues from the real end
-    assert batch["attention_mask"][1].tolist() == [0] * (len(row) - len(short)) + [1] * len(short)
-    assert row.count(tokenizer.bos_token_id) == texts[1].count("<|im_start|>")  # nothing added
-    truncated = encode_prompts(tokenizer, texts, max_length=4)
-    assert truncated["input_ids"][0].tolist() == tokenizer(texts[0], add_special_tokens=False)["input_ids"][-4:]
-    assert tokenizer.padding_side == "right"  # restored afterwards
-
-
-def test_decoding_stops_at_the_first_eos(tokenizer):
-    eos = tokenizer.eos_token_id
-    hello = tokenizer("hello the", add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([hello + [eos] + hello, hello + hello + hello[:1]])
-    texts = decode_completions(tokenizer, ids, [eos])
-    assert texts[0] == "hello the"
-    assert texts[1] == tokenizer.decode(hello + hello + hello[:1])
 
 
 def test_batched_greedy_equals_one_prompt_at_a_time(model, tokenizer):

@@ -81,13 +81,13 @@ def test_lora_reference_is_the_adapter_disabled_base_and_saving(tiny_dir, chat_d
     cfg["lora"]["save"] = save
     trainer = Trainer(validate_config(cfg))
     # No second copy of the weights: no reference module, every tensor anywhere belongs to the policy.
-    assert trainer.ref is None
-    policy = _tensor_ids(trainer.policy)
-    modules = [v for v in vars(trainer).values() if isinstance(v, torch.nn.Module)]
+    assert trainer.policy.reference is trainer.policy.logprobs  # the policy's own module, adapter disabled
+    policy = _tensor_ids(trainer.policy.model)
+    modules = [v for v in [*vars(trainer).values(), *vars(trainer.policy).values()] if isinstance(v, torch.nn.Module)]
     assert modules and all(_tensor_ids(m) <= policy for m in modules)
-    trained = [n for n, p in trainer.policy.named_parameters() if p.requires_grad]
+    trained = [n for n, p in trainer.policy.model.named_parameters() if p.requires_grad]
     assert trained and all("lora_" in n for n in trained)
-    assert {id(p) for p in trainer.optimizer.params} == {id(p) for p in trainer.trainable}
+    assert {id(p) for p in trainer.optimizer.params} == {id(p) for p in trainer.policy.trainable}
     summary = trainer.train()
     kls = [m["kl"] for m in read_metrics(Path(summary["metrics_file"])) if "kl" in m]
     assert len(kls) == 3 and kls[-1] > 0  # the adapter has moved the policy away from the base
@@ -96,17 +96,17 @@ def test_lora_reference_is_the_adapter_disabled_base_and_saving(tiny_dir, chat_d
     base = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
     from grpo_core.loss import CompletionLogprobs
 
-    expected = trainer.score_logprobs(CompletionLogprobs(base, trainer.cfg.temperature, 64), rollout)
-    torch.testing.assert_close(trainer.reference_logprobs(rollout), expected, atol=1e-5, rtol=1e-5)
-    assert not torch.allclose(trainer.score_logprobs(trainer.logprobs, rollout), expected, atol=1e-4)
+    expected = trainer.policy.score(CompletionLogprobs(base, trainer.cfg.temperature, 64), rollout)
+    torch.testing.assert_close(trainer.policy.reference_logprobs(rollout), expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(trainer.policy.score(trainer.policy.logprobs, rollout), expected, atol=1e-4)
     final = Path(summary["final_model"])
     if save == "adapter":
         assert (final / "adapter_config.json").is_file() and not (final / "model.safetensors").exists()
     else:
         assert not (final / "adapter_config.json").exists()
         merged = AutoModelForCausalLM.from_pretrained(final, dtype=torch.float32)
-        got = trainer.score_logprobs(CompletionLogprobs(merged, trainer.cfg.temperature, 64), rollout)
-        torch.testing.assert_close(got, trainer.score_logprobs(trainer.logprobs, rollout), atol=1e-4, rtol=1e-4)
+        got = trainer.policy.score(CompletionLogprobs(merged, trainer.cfg.temperature, 64), rollout)
+        torch.testing.assert_close(got, trainer.policy.score(trainer.policy.logprobs, rollout), atol=1e-4, rtol=1e-4)
 
 
 def test_lora_checkpoint_restores_the_adapter(tiny_dir, chat_data, tmp_path):
@@ -115,25 +115,24 @@ def test_lora_checkpoint_restores_the_adapter(tiny_dir, chat_data, tmp_path):
     trainer.train()
     again = Trainer(validate_config(lora_config(tiny_dir, chat_data, tmp_path / "run", save_steps=2,
                                                 eval_steps=0)))
-    before = {n: p.clone() for n, p in again.policy.named_parameters() if "lora_B" in n}
+    before = {n: p.clone() for n, p in again.policy.model.named_parameters() if "lora_B" in n}
     again.restore(tmp_path / "run" / "checkpoint-2")
     assert again.step == 2
-    for name, param in again.policy.named_parameters():
+    for name, param in again.policy.model.named_parameters():
         if "lora_B" in name:  # lora_B starts at zero, so equality shows the trained adapter came back
             assert not torch.equal(param, before[name])
-            torch.testing.assert_close(param, dict(trainer.policy.named_parameters())[name])
+            torch.testing.assert_close(param, dict(trainer.policy.model.named_parameters())[name])
 
 
 def test_gradient_checkpointing_with_lora_gives_adapter_gradients(tiny_dir, chat_data, tmp_path):
     cfg = lora_config(tiny_dir, chat_data, tmp_path / "run", eval_steps=0)
     cfg["model"]["gradient_checkpointing"] = True
     trainer = Trainer(validate_config(cfg))
-    assert trainer.lm.is_gradient_checkpointing
+    assert trainer.policy.model.get_base_model().is_gradient_checkpointing
     rollout = trainer.make_rollout()[0]
-    logps, _ = trainer.model(rollout.prompt_ids, rollout.prompt_mask, rollout.completion_ids,
-                             rollout.completion_mask)
+    logps, _ = trainer.policy.forward(rollout)
     logps.sum().backward()  # frozen embeddings: checkpointed blocks must still pass gradients to the adapter
-    grads = {n: p.grad for n, p in trainer.policy.named_parameters() if "lora_B" in n}
+    grads = {n: p.grad for n, p in trainer.policy.model.named_parameters() if "lora_B" in n}
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads.values())
 
 

@@ -12,7 +12,8 @@ import torch
 
 from grpo_core import llama
 from grpo_core.model import build_model, frozen_copy
-from grpo_core.rollout import encode_prompts, generate, generation_config, left_pad
+from grpo_core.prompts import Prompts
+from grpo_core.rollout import generate, generation_config, left_pad
 from grpo_core.tasks import chars_tokenizer
 from grpo_rewards.errors import UserError
 
@@ -181,7 +182,7 @@ def test_decode_on_the_native_model_picks_hf_generates_tokens(sampling):
     hf = hf_model("qwen2", {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id,
                             "eos_token_id": tokenizer.eos_token_id})
     native = llama_from(hf)
-    rows = encode_prompts(["1+2=", "33+4=", "5="], tokenizer, 8)
+    rows = Prompts(tokenizer, 8).encode(["1+2=", "33+4=", "5="])
     ids, mask = left_pad([r for r in rows for _ in range(3)], tokenizer.pad_token_id, torch.device("cpu"))
     eos = torch.tensor([tokenizer.eos_token_id])
     s = sampling or {}

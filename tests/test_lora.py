@@ -240,7 +240,7 @@ def test_lora_checkpoint_holds_the_adapter_alone_and_resume_continues_exactly(ti
     straight.train()
     checkpoint = tmp_path / "straight" / "checkpoint-3"
     assert is_adapter_dir(checkpoint) and not list(checkpoint.glob("model*.safetensors"))
-    trainable, _ = trainable_parameters(straight.policy)
+    trainable, _ = trainable_parameters(straight.policy.model)
     weights = sum(f.stat().st_size for f in checkpoint.glob("*.safetensors"))
     assert trainable * 4 <= weights < trainable * 4 + 64 * 1024  # float32 adapter plus a header
     base = sum(f.stat().st_size for f in tiny_dir.glob("*.safetensors"))

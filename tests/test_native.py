@@ -12,7 +12,8 @@ import torch
 from _grpo_core_helpers import char_tokenizer, small_decoder
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core import decode, native
-from grpo_core.rollout import encode_prompts, generate, generation_config, left_pad
+from grpo_core.prompts import Prompts
+from grpo_core.rollout import generate, generation_config, left_pad
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_compiled_layer_is_bitwise_the_python_layer(native_op, kind, dtype):
 def test_sampling_uses_the_compiled_layer_and_picks_the_same_tokens(native_op, monkeypatch):
     tokenizer = char_tokenizer()
     model = small_decoder("qwen3", len(tokenizer), tokenizer)
-    ids, mask = left_pad(encode_prompts(["1+2=", "33+4=", "5="], tokenizer, 8) * 2, tokenizer.pad_token_id,
+    ids, mask = left_pad(Prompts(tokenizer, 8).encode(["1+2=", "33+4=", "5="]) * 2, tokenizer.pad_token_id,
                          torch.device("cpu"))
     config = generation_config(tokenizer, [tokenizer.eos_token_id], 10, True, 0.9, 1.0, 0)
     calls = []

@@ -9,7 +9,8 @@ from _grpo_core_helpers import char_tokenizer, char_tokenizer_pad_is_eos, small_
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.loss import CompletionLogprobs, grpo_loss
 from grpo_core.rollout import (
-    Rollout, completion_mask, decode_completions, encode_prompts, generate, generation_config, left_pad)
+    Rollout, completion_mask, generate, generation_config, left_pad)
+from grpo_core.prompts import Prompts
 
 EOS = 9
 
@@ -29,7 +30,7 @@ def test_mask_when_pad_equals_eos_and_with_several_eos_ids():
 
 def test_left_padding_and_left_truncation_of_prompts():
     tokenizer = char_tokenizer()
-    rows = encode_prompts(["1+2=", "12345678+9="], tokenizer, max_prompt_length=5)
+    rows = Prompts(tokenizer, 5).encode(["1+2=", "12345678+9="])
     assert tokenizer.decode(rows[1]) == "678+9="[-5:]  # the end is kept: it is what the model continues
     ids, mask = left_pad(rows, tokenizer.pad_token_id, torch.device("cpu"))
     assert mask.tolist() == [[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]]
@@ -40,7 +41,7 @@ def test_left_padding_and_left_truncation_of_prompts():
 def test_chat_prompts_go_through_the_chat_template():
     tokenizer = char_tokenizer()
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}={% endfor %}"
-    rows = encode_prompts([[{"role": "user", "content": "1+2"}]], tokenizer, 16)
+    rows = Prompts(tokenizer, 16).encode([[{"role": "user", "content": "1+2"}]])
     assert tokenizer.decode(rows[0]) == "1+2="
 
 
@@ -67,7 +68,7 @@ def test_generate_with_pad_equal_to_eos_gives_masks_that_end_at_the_first_eos():
     assert tokenizer.pad_token_id == tokenizer.eos_token_id
     model = eos_happy_model(tokenizer, eos_logit=1.5)
     eos = torch.tensor([tokenizer.eos_token_id])
-    rows = encode_prompts(["1+2=", "3+4=", "5="], tokenizer, 8)
+    rows = Prompts(tokenizer, 8).encode(["1+2=", "3+4=", "5="])
     prompt_ids, prompt_mask = left_pad([r for r in rows for _ in range(8)], tokenizer.pad_token_id,
                                        torch.device("cpu"))
     config = generation_config(tokenizer, [tokenizer.eos_token_id], 12, True, temperature=1.0, top_p=1.0, top_k=0)
@@ -82,7 +83,7 @@ def test_generate_with_pad_equal_to_eos_gives_masks_that_end_at_the_first_eos():
             assert n == first[0].item() + 1  # EOS included
         assert (row[n:] == tokenizer.pad_token_id).all()
     assert not ids.is_inference() and not mask.is_inference()
-    texts = decode_completions(tokenizer, ids, mask)
+    texts = Prompts(tokenizer).decode(ids, mask)
     assert all("<eos>" not in t for t in texts) and len(texts) == 24
 
 
@@ -91,7 +92,7 @@ def test_the_eos_token_is_trained():
     tokenizer = char_tokenizer_pad_is_eos()
     model = eos_happy_model(tokenizer, eos_logit=0.0)
     eos = tokenizer.eos_token_id
-    prompt_ids, prompt_mask = left_pad(encode_prompts(["1+2=", "3="], tokenizer, 8), eos, torch.device("cpu"))
+    prompt_ids, prompt_mask = left_pad(Prompts(tokenizer, 8).encode(["1+2=", "3="]), eos, torch.device("cpu"))
     completion_ids = torch.tensor([[5, eos, eos, eos], [5, 6, 7, eos]])
     mask = completion_mask(completion_ids, torch.tensor([eos]))
     rollout = Rollout(prompt_ids, prompt_mask, completion_ids, mask, torch.tensor([1.0, -1.0]))
@@ -126,7 +127,7 @@ def test_lean_decode_picks_the_same_tokens_as_hf_generate(kind, sampling):
     tokenizer = char_tokenizer()
     model = small_decoder(kind, len(tokenizer), tokenizer)
     assert decode.supported(model)
-    rows = encode_prompts(["1+2=", "33+4=", "5="], tokenizer, 8)
+    rows = Prompts(tokenizer, 8).encode(["1+2=", "33+4=", "5="])
     ids, mask = left_pad([r for r in rows for _ in range(3)], tokenizer.pad_token_id, torch.device("cpu"))
     eos = torch.tensor([tokenizer.eos_token_id])
     s = sampling or {}
@@ -161,7 +162,7 @@ def test_bf16_decode_picks_the_same_tokens_with_and_without_prepacked_weights(ki
 
     tokenizer = char_tokenizer()
     model = small_decoder(kind, len(tokenizer), tokenizer)
-    rows = encode_prompts(["1+2=", "33+4=", "5="], tokenizer, 8)
+    rows = Prompts(tokenizer, 8).encode(["1+2=", "33+4=", "5="])
     ids, mask = left_pad([r for r in rows for _ in range(3)], tokenizer.pad_token_id, torch.device("cpu"))
     eos = torch.tensor([tokenizer.eos_token_id])
     config = generation_config(tokenizer, [tokenizer.eos_token_id], 10, True, 0.9, 1.0, 0)

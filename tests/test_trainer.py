@@ -16,7 +16,7 @@ import torch
 
 from _grpo_core_helpers import TESTS, base_config, write_config
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
-from grpo_core import model as model_module
+from grpo_core import runtime as runtime_module
 from grpo_core.cli import main
 from grpo_core.config import load_config, validate_config
 from grpo_core.metrics import read_metrics
@@ -63,7 +63,7 @@ def test_reward_rises_on_a_learnable_reward(tmp_path):
     config = validate_config(base_config(tmp_path, max_steps=12, beta=0.0, learning_rate=5e-3,
                                          rewards={"scorers": [{"scorer": "test_char_fraction"}]}))
     trainer = Trainer(config)
-    assert trainer.ref is None  # beta == 0: no reference model at all
+    assert trainer.policy.reference is None  # beta == 0: no reference model at all
     train_records = read_metrics(Path(trainer.train()["metrics_file"]))
     rewards = [r["reward"] for r in train_records if "reward" in r]
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
@@ -236,7 +236,7 @@ def _resident_mib() -> float:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-@pytest.mark.skipif(model_module._glibc() is None, reason="needs glibc 2.33+ (malloc_trim, mallinfo2)")
+@pytest.mark.skipif(runtime_module._glibc() is None, reason="needs glibc 2.33+ (malloc_trim, mallinfo2)")
 def test_release_free_heap_returns_the_pages_of_freed_tensors():
     # 64 KiB tensors live in glibc's heap (under its mmap threshold); keeping every eighth one
     # leaves ~110 MiB of holes that glibc does not give back on its own.
@@ -244,10 +244,10 @@ def test_release_free_heap_returns_the_pages_of_freed_tensors():
     kept = tensors[7::8]
     del tensors
     before = _resident_mib()
-    assert not model_module.release_free_heap(torch.device("cpu"), min_free_mib=10**6)  # not that much free
+    assert not runtime_module.release_free_heap(torch.device("cpu"), min_free_mib=10**6)  # not that much free
     assert _resident_mib() - before > -5
-    assert model_module.release_free_heap(torch.device("cpu"))
+    assert runtime_module.release_free_heap(torch.device("cpu"))
     after = _resident_mib()
     assert before - after > 60, (before, after)
     assert all(float(t[-1]) == 1.0 for t in kept)  # live tensors untouched
-    assert not model_module.release_free_heap(torch.device("meta"))  # only CPU memory is glibc's
+    assert not runtime_module.release_free_heap(torch.device("meta"))  # only CPU memory is glibc's
