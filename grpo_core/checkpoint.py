@@ -97,7 +97,7 @@ def save_checkpoint(output_dir: str | Path, step: int, model: Any, tokenizer: An
 
 def load_adapter_weights(model: torch.nn.Module, directory: Path) -> None:
     """Load a checkpoint's adapter into `model`, a peft model whose base is already built."""
-    from peft import PeftModel, set_peft_model_state_dict  # only with LoRA: peft costs ~125 MiB resident
+    from peft import PeftModel, set_peft_model_state_dict  # optional and heavy: only with LoRA
 
     if not isinstance(model, PeftModel):
         raise UserError(f"{directory}: holds a LoRA adapter, but the configured model has no `lora:` section")

@@ -80,7 +80,7 @@ def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tenso
     Under autocast the copy is made in its dtype: autocast would otherwise cast every weight again
     at every decode step (it caches casts only while grad is enabled), which costs more than the
     matmuls of a small model; the products are the same. Each weight is copied once, converting
-    on the way (a `cat` then a cast took 11-24 ms per rollout at 20M, this 5 ms; measured).
+    on the way (cheaper than a `cat` then a cast).
     """
     def joined(parts: list[torch.Tensor]) -> torch.Tensor:
         if len(parts) == 1:
@@ -112,9 +112,8 @@ class _Projection:
     """`x @ W.T + b` for one or several fused linears (see `_fused`), W held as the decode loop needs it.
 
     Why prepacked: given a plain-layout bf16 weight, oneDNN reorders it into its blocked layout on
-    every call. The product of a small batch is short next to that reorder, which nearly doubled
-    the matmul time (20M model, 8 rows: 6.0 -> 3.2 ms per token, measured). The
-    weight is reordered once per rollout instead; the products are bitwise F.linear's
+    every call. The product of a small batch is short next to that reorder, which nearly doubles
+    the matmul time. The weight is reordered once per rollout instead; the products are bitwise F.linear's
     (tests/test_rollout.py). Float32 keeps F.linear: oneDNN's float32 kernel rounds differently
     from the BLAS one, and float32 decoding picks the same tokens as HF `generate`.
     """
@@ -174,7 +173,7 @@ class _Layer:
         if not covered or (op := native.decode_layer_op()) is None:
             return None
         # (op, its weight arguments), not a closure over self: that cycle would keep the layer's weight
-        # snapshot and caches alive after the rollout until the garbage collector ran (+50-140 MiB, measured)
+        # snapshot and caches alive after the rollout until the garbage collector ran
         return op, (norms[0][0], norms[1][0], norms[0][1], *self.qkv.tensors(), *self.o_proj.tensors(),
                     *self.gate_up.tensors(), *self.down.tensors(), qk_norms[0][0], qk_norms[1][0], qk_norms[0][1])
 
@@ -207,9 +206,8 @@ class _Layer:
         end = start + t
         self.keys[:, :, start:end] = k
         self.values[:, :, start:end] = v
-        # Attention in float32: its shapes change at every step, and the CPU's bf16 matmuls
-        # compile a kernel per shape (~1.5 MiB each, kept: +52 MiB over one 32-token rollout of
-        # the 2M bench model, measured); its cost is small next to the projections'.
+        # Attention in float32: its shapes change at every step, and the CPU's bf16 matmuls compile
+        # and keep a kernel per shape; its cost is small next to the projections'.
         out = attention(q.float(), self.keys[:, :, :end], self.values[:, :, :end], mask, self.scaling)
         x = x + self.o_proj(self.cast(out.transpose(1, 2).reshape(b, t, -1)))
         return x + self.mlp(self.norm2(x))

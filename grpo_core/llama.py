@@ -1,8 +1,8 @@
 """A compact Llama-family causal LM (Llama, Qwen2, Qwen3) that reads and writes Hugging Face checkpoints.
 
-Why hand-written: importing transformers' modeling code costs ~106 MiB of resident memory and
-~1.7 s of start-up (it pulls in torch._dynamo and sympy), a quarter of a small run's footprint, and
-its forward builds masks and output wrappers on every call. This module keeps HF's module tree,
+Why hand-written: importing transformers' modeling code pulls in torch._dynamo and sympy, a large
+share of a small run's memory and start-up, and its forward builds masks and output wrappers on
+every call (figures: docs/benchmarks.md, "grpo_core's measured choices"). This module keeps HF's module tree,
 parameter names and numerics (tests/test_llama.py compares logits and gradients with
 transformers' own classes), so checkpoints move both ways, `save_pretrained` writes a directory
 transformers loads, and grpo_core.decode runs on it unchanged. Anything it does not cover
@@ -38,7 +38,7 @@ class Config(SimpleNamespace):
     """A checkpoint's config.json as attributes, written back unchanged (plus `architectures`).
 
     Why not transformers' config classes: importing `LlamaConfig` pulls in its rope utilities and
-    with them accelerate and sympy, ~80 MiB of resident memory (measured) for a dict.
+    with them accelerate and sympy, much memory for a dict.
     """
 
     @classmethod
@@ -117,9 +117,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     to (B, heads, T, S) -> (B, heads, T, D).
 
     On the CPU in reduced precision (bf16 autocast) this is the explicit form, softmax in float32
-    (transformers' `eager` attention): torch's CPU flash kernel in bf16 took 5.6 ms for a forward
-    and backward that the explicit form does in 0.7 ms (8 x 6 heads x 38 tokens; 14.4 vs 3.6 ms
-    at 8 heads x 84 tokens; measured). Elsewhere SDPA, which is as fast or faster.
+    (transformers' `eager` attention): torch's CPU flash kernel in bf16 is several times slower
+    at these small shapes. Elsewhere SDPA, which is as fast or faster.
     """
     low_precision = q.dtype != torch.float32 or torch.is_autocast_enabled(q.device.type)
     if q.device.type != "cpu" or not low_precision:
@@ -151,11 +150,10 @@ class _RecomputedAttention(torch.autograd.Function):
     """`_explicit_attention` without dropout or grouped heads, saving q, k, v and the mask only.
 
     Autograd would also keep the attention probabilities twice, in float32 for the softmax and in
-    v's dtype for the second product (1.3 MiB a layer in a 20M bench step). As FlashAttention does,
+    v's dtype for the second product. As FlashAttention does,
     the backward recomputes them with the forward's ops and then runs, op by op, what autograd
     runs for `_explicit_attention`, so the gradients are bitwise autograd's (tests/test_llama.py).
-    Written out rather than differentiated again with autograd: a nested backward per layer made
-    the 2M bench model's forward and backward 8% slower (measured).
+    Written out rather than differentiated again with autograd: a nested backward per layer is slower.
     """
 
     @staticmethod
@@ -212,8 +210,7 @@ class _LowPrecisionLinear(torch.autograd.Function):
     """F.linear in `dtype` that keeps the float32 weight for backward and casts it again there.
 
     Autocast's own linear saves its low-precision copy of every weight until the backward: half
-    the model's size in extra memory (36 MiB of the 20M bench model's 158 MiB of saved
-    activations, measured). The ops, forward and backward, are the ones autocast runs.
+    the model's size in extra memory. The ops, forward and backward, are the ones autocast runs.
     """
 
     @staticmethod
@@ -247,8 +244,8 @@ class SwiGLUDown(torch.autograd.Function):
     up and down's float32 weight.
 
     Autograd would also keep silu(gate), the product (down's input) and, under autocast, down's
-    low-precision weight: two more (B, T, intermediate) tensors and a weight copy per layer
-    (4.5 MiB a layer in a 20M bench step). The backward recomputes silu(gate) and the product with the
+    low-precision weight: two more (B, T, intermediate) tensors and a weight copy per layer.
+    The backward recomputes silu(gate) and the product with the
     forward's ops (bitwise the same) and runs the ops autograd would, so the gradients are
     autograd's (tests/test_llama.py).
     """
@@ -299,7 +296,7 @@ class _RecomputedRMSNorm(torch.autograd.Function):
     """`_rms_norm` of a float32 input, saving the input and its (N, 1) reciprocal RMS only.
 
     Autograd would also keep the normalised input for the weight's gradient, one (B, T, H) float32
-    tensor per norm (0.8 MiB each, 17 norms, in a 20M bench step). The forward is
+    tensor per norm. The forward is
     the steps F.rms_norm takes on the CPU; the backward recomputes the normalised input and runs
     what autograd runs for those steps, so values and gradients are bitwise autograd's
     (tests/test_llama.py).
@@ -405,7 +402,7 @@ class Body(nn.Module):
         super().__init__()
         # Given an empty weight (filled by init_weights or a checkpoint), and the pad row (which, as in
         # HF, gets no gradient) set afterwards: on the meta device nn.Embedding's own initialisation
-        # imports torch._dynamo and sympy (+70 MiB resident, measured).
+        # imports torch._dynamo and sympy.
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
                                          _weight=torch.empty(config.vocab_size, config.hidden_size))
         self.embed_tokens.padding_idx = config.pad_token_id

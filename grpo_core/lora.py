@@ -53,7 +53,7 @@ def apply_lora(
     target_modules: list[str] | str = "all-linear",
 ) -> Any:
     """Wrap `model` in a peft LoRA model: base weights frozen, only the adapter trains."""
-    # peft (an optional extra) costs ~125 MiB resident: imported only where LoRA is used, here and below
+    # peft is an optional extra and heavy to import: only where LoRA is used, here and below
     from peft import LoraConfig, TaskType, get_peft_model
 
     config = LoraConfig(
@@ -88,7 +88,7 @@ def _adapter_layers(model: Any) -> list[Any]:
 
 def has_adapter(model: Any) -> bool:
     """True when `model` is, or wraps, a LoRA model: its reference is the base, adapter disabled."""
-    if "peft" not in sys.modules:  # nothing can hold an adapter; importing peft costs ~125 MiB resident
+    if "peft" not in sys.modules:  # nothing can hold an adapter, and importing peft is heavy
         return False
     from peft import PeftModel  # only with LoRA (see apply_lora)
 

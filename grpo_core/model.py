@@ -41,8 +41,7 @@ def _generic_tokenizer(name: str) -> Any:
     """A directory whose tokenizer is transformers' generic `tokenizer.json` class, loaded through that class.
 
     It is the class AutoTokenizer picks for it; going through AutoTokenizer's mappings also imports
-    accelerate and sympy: 58 MiB more resident memory (measured), a sixth of a small run's
-    footprint. None for anything else.
+    accelerate and sympy, a large share of a small run's memory. None for anything else.
     """
     config = Path(name) / "tokenizer_config.json"
     if not (config.is_file() and (Path(name) / "tokenizer.json").is_file()):

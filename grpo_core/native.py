@@ -3,7 +3,7 @@
     python -m grpo_core.native            # build it (scripts/setup.sh does); a no-op when up to date
 
 It is the same ATen ops as `decode._Layer` in the same order, bitwise the same results, without the
-Python between them: a 2M-parameter layer's decode step takes ~235 instead of ~350 us here. Built
+Python between them, which is most of a small layer's decode step (docs/benchmarks.md). Built
 with torch's own extension builder (a C++17 compiler and ninja) into a cache directory keyed by
 the source, torch and Python versions, so a new torch never loads a stale build. At run time
 it is only loaded, never built: without a build, or with `GRPO_CORE_NATIVE=0`, the decode loop
@@ -38,7 +38,7 @@ def library_path() -> Path:
 
 def _torch_version() -> str:
     """The installed torch's version, from its metadata: scripts/setup.sh checks the build on every run,
-    and `import torch` alone would make that check take 1.5 s instead of ~0.1."""
+    and `import torch` alone would make that check many times slower."""
     try:
         return importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:  # a torch without distribution metadata

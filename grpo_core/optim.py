@@ -1,12 +1,12 @@
 """AdamW and the learning-rate schedules, without torch.optim.
 
 Why hand-written: constructing any `torch.optim` optimizer imports torch._dynamo (its
-`add_param_group` is wrapped to disable compilation), and with it sympy: 71 MiB of resident
-memory and about a second of start-up (measured), a sixth of a small run's footprint. The update
+`add_param_group` is wrapped to disable compilation), and with it sympy: a large share of a small
+run's memory and start-up (figures: docs/benchmarks.md, "grpo_core's measured choices"). The update
 is the kernel `torch.optim.AdamW(fused=True)` runs (`torch._fused_adamw_`), with the same
 per-tensor formula as a fallback; tests/test_optim.py checks both against torch.optim.AdamW.
 The schedules are transformers' formulas (importing `transformers.optimization` also imports
-peft: ~6 s of cold start); a test compares them with `get_scheduler`.
+peft, slow to start); a test compares them with `get_scheduler`.
 """
 
 from __future__ import annotations

@@ -133,12 +133,10 @@ def release_free_heap(device: torch.device, min_free_mib: int = 32) -> bool:
 
     Why: glibc keeps freed heap pages resident. The tensors of a small model (under glibc's
     32 MiB mmap ceiling) live in the heap, and those freed earlier in a step leave holes that the
-    backward pass's gradients do not fit into, so it grows the heap while 70-90 MiB sit free
-    (20M bench model). Trimmed once after each forward pass, the peak of a 20M bench step fell
-    from 729-740 to 688-704 MiB for ~4% more step time: the call takes ~5 ms, and the pages the
-    backward reuses fault back in. With ~15 MiB free (2M bench model) a trim saved 5 MiB for ~3%,
-    hence the threshold (docs/benchmarks.md). Freed CUDA memory is torch's caching allocator's,
-    not glibc's, and is left alone.
+    backward pass's gradients do not fit into, so it grows the heap while much of it sits free.
+    A trim once after each forward pass lowers a step's peak for a few percent of step time; below
+    the threshold the saving is not worth that (figures: docs/benchmarks.md, "grpo_core's measured
+    choices"). Freed CUDA memory is torch's caching allocator's, not glibc's, and is left alone.
     """
     libc = _glibc() if device.type == "cpu" else None
     if libc is None or libc.mallinfo2().fordblks < min_free_mib << 20:
