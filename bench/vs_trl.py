@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from grpo_rewards.fileio import write_atomic
+
 SIZES = {"2m": 32, "20m": 64}  # model preset -> max_completion_length
 # Cheap text scorers on purpose: the bench measures the trainers, and math-verify on 32-64 random
 # characters costs seconds per batch (its timeouts), the same in both, which would only dilute the ratios.
@@ -231,10 +233,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['peak_rss_ratio']:>6.2f}   (lengths trl {t['mean_completion_length']:.1f}, "
               f"core {c['mean_completion_length']:.1f})")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(args.json).with_suffix(".tmp")
-        tmp.write_text(json.dumps({"rows": rows, "cpu_threads": os.cpu_count()}, indent=2))
-        tmp.replace(args.json)
+        write_atomic(args.json, json.dumps({"rows": rows, "cpu_threads": os.cpu_count()}, indent=2))
 
 
 if __name__ == "__main__":

@@ -75,6 +75,8 @@ def save_checkpoint(output_dir: str | Path, step: int, model: Any, tokenizer: An
                     rank_state: dict[str, Any], rank: int = 0, world_size: int = 1, keep: int | None = None) -> Path:
     """Every rank calls this (each writes its RNG and `rank_state`); rank 0 writes the rest and renames."""
     final = Path(output_dir) / f"checkpoint-{step}"
+    # Not fileio.atomic_directory: every rank writes into the temporary directory, so its name must
+    # be known to all of them without a broadcast (atomic_directory's is random, one process's).
     tmp = Path(output_dir) / f".tmp-checkpoint-{step}"
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -28,6 +28,10 @@ SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
 
 
 def supported(model: Any) -> bool:
+    """Whether this loop runs `model`: float32 weights (autocast gives it bf16 products; weights held in
+    a low precision take HF `generate`), a Llama-family architecture, no sliding window, no adapter."""
+    if next(model.parameters()).dtype != torch.float32:
+        return False
     if isinstance(model, CausalLM):
         return True
     config = model.config

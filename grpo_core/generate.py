@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chat-template", action="store_true",
                         help="render text prompts as one user message through the chat template (training gives "
                              "them raw; chat-message prompts always use the template)")
+    parser.add_argument("--no-chat-template", action="store_true", help=argparse.SUPPRESS)  # the default now
     parser.add_argument("--no-progress", action="store_true")
     return parser
 

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from _tiny_models import build_tiny_llama  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from grpo_core import decode  # noqa: E402
 from grpo_core.generate import generate_completions, main, read_prompt_records, write_jsonl_atomic  # noqa: E402
 from grpo_rewards.errors import UserError  # noqa: E402
 from grpo_rewards.scorer import Sample  # noqa: E402
@@ -107,3 +108,12 @@ def test_generate_command_user_errors_exit_2(tiny_dir, tmp_path, capsys, monkeyp
     assert main(["--model", str(tiny_dir), "--data", str(tmp_path / "none.jsonl"), "--output", str(out)]) == 2
     assert "cannot read data file" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_weights_held_in_bfloat16_generate_through_hf(tiny_dir, tokenizer):
+    """`--dtype bfloat16`: the lean decode loop takes float32 weights only, so HF `generate` runs these."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.bfloat16).eval()
+    assert not decode.supported(model)
+    rows = generate_completions(model, tokenizer, [{"prompt": "hi"}, {"prompt": CHAT}], max_new_tokens=4,
+                                progress=False)
+    assert isinstance(rows[0]["completion"], str) and rows[1]["completion"][0]["role"] == "assistant"

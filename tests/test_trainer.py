@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from _grpo_core_helpers import TESTS, base_config, write_config
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core import runtime as runtime_module
 from grpo_core.cli import main
-from grpo_core.config import load_config, validate_config
+from grpo_core.config import TrainConfig, load_config, validate_config
+from grpo_core.loss import LOSS_TYPES
 from grpo_core.metrics import read_metrics
 from grpo_core.trainer import Trainer, train
 from grpo_rewards.errors import ConfigError, UserError
@@ -149,8 +151,32 @@ def test_a_fresh_run_refuses_an_output_dir_with_checkpoints(tmp_path):
         train(validate_config(base_config(tmp_path, max_steps=1)))
 
 
+def test_every_loss_type_the_config_accepts_is_in_the_objective_table():
+    assert set(typing.get_args(TrainConfig.model_fields["loss_type"].annotation)) == set(LOSS_TYPES)
+
+
 # ---------------------------------------------------------------------------------------------
 # checkpoints, resume, signals
+
+
+@pytest.mark.timeout(180)
+def test_a_checkpoint_from_before_the_rollout_held_its_loss_tokens_still_resumes(tmp_path):
+    """Checkpoints kept the dapo normaliser beside the pending rollout (`dapo_tokens`), not in it."""
+    config = validate_config(base_config(tmp_path, max_steps=1, save_steps=1, num_iterations=2, eval_steps=0))
+    Trainer(config).train()
+    checkpoint = tmp_path / "run" / "checkpoint-1"
+    rank_state = torch.load(checkpoint / "rank0.pt", weights_only=False)
+    pending = rank_state["rollout"]  # step 1 of 2 on this generation batch: still pending
+    for new_field in ("rewards", "scorer_rewards"):
+        pending.pop(new_field)
+    rank_state["dapo_tokens"] = pending.pop("loss_tokens")
+    torch.save(rank_state, checkpoint / "rank0.pt")
+    again = Trainer(config)
+    again.restore(checkpoint)
+    assert again.rollout.loss_tokens == rank_state["dapo_tokens"] > 1
+    assert again.rollout.rewards is None and again.iteration == 1
+    stats = again.train_step()
+    assert "reward" not in stats and stats["loss"] == stats["loss"]  # the pending batch, no new rollout; not NaN
 
 
 def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
