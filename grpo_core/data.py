@@ -52,7 +52,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def _read_datasets(name: str, split: str, config_name: str | None = None, data_files: str | None = None) -> list[dict]:
     try:
-        import datasets
+        import datasets  # the optional `data` extra, and heavy: only for the sources that need it
     except ImportError:
         raise UserError("reading this data source needs the `datasets` package: pip install 'grpo-rewards[data]'") from None
     try:

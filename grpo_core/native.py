@@ -42,7 +42,7 @@ def _torch_version() -> str:
     try:
         return importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:  # a torch without distribution metadata
-        import torch
+        import torch  # only when the metadata is missing (see above)
 
         return torch.__version__
 

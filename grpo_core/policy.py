@@ -10,6 +10,7 @@ initial weights for full fine-tuning, or, with LoRA, the same model with its ada
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -23,7 +24,9 @@ from grpo_core.runtime import Runtime
 
 
 class Policy:
-    def __init__(self, cfg: TrainConfig, tokenizer: object, source: str | None, rt: Runtime) -> None:
+    """The trained model and its reference (see the module docstring); built once per run."""
+
+    def __init__(self, cfg: TrainConfig, tokenizer: Any, source: str | None, rt: Runtime) -> None:
         self.rt, self.micro_batch = rt, cfg.per_device_train_batch_size
         self.lora = cfg.lora is not None
         self.model = build_model(cfg.model, tokenizer, source, cfg.lora,
