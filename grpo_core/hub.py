@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import torch
 from huggingface_hub import constants, snapshot_download
-from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+import transformers  # a lazy module: the Auto classes load their mappings only when used
 
 from grpo_core.runtime import DTYPES, resolve_device
 from grpo_rewards.errors import UnknownNameError, UserError
@@ -189,13 +189,13 @@ def cached_gguf_conversion(gguf_path: Path, key: str) -> Path:
 
 def _load_gguf(gguf_path: Path) -> tuple[Any, Any]:
     """Model and tokenizer from a GGUF file; transformers dequantises the weights to float32."""
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     # dequantize=True: plain float weights (trainable, serialisable), not packed GGUF blocks.
-    model = AutoModelForCausalLM.from_pretrained(
+    model = transformers.AutoModelForCausalLM.from_pretrained(
         gguf_path.parent,
         gguf_file=gguf_path.name,
         dtype=torch.float32,
-        quantization_config=GgufConfig(gguf_file=gguf_path.name, dequantize=True),
+        quantization_config=transformers.GgufConfig(gguf_file=gguf_path.name, dequantize=True),
     )
     packed = [n for n, m in model.named_modules() if type(m).__name__.startswith("Gguf")]
     if packed:
@@ -237,9 +237,9 @@ def load_pretrained(
     """
     directory = resolve_model(name_or_path)
     torch_device = resolve_device(str(device))
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, torch_device))
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=pick_dtype(dtype, torch_device))
     model.to(torch_device)
-    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

@@ -12,8 +12,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from grpo_rewards.fileio import atomic_path, write_atomic
 
 METRICS_FILE = "metrics.jsonl"
@@ -58,6 +56,9 @@ class MetricsLog:
             self.writer = SummaryWriter(str(output_dir / "tensorboard"))
         self.progress = self.task = None
         if progress:
+            # rich's progress machinery only for a run that shows a bar (bench runs and torchrun ranks do not)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
             self.progress = Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(),
                                      TimeRemainingColumn(), TextColumn("{task.description}"))
             self.progress.start()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+import transformers  # a lazy module: the Auto classes load their mappings only when a run uses them
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 from grpo_core import llama
@@ -56,7 +56,7 @@ def _generic_tokenizer(name: str) -> Any:
 
 
 def _auto_tokenizer(name: str, trust_remote_code: bool) -> Any:
-    return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    return transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
 
 
 def model_source(model_cfg: Any) -> str | None:
@@ -75,7 +75,7 @@ def config_from_kwargs(model_cfg: Any, tokenizer: Any) -> Any:
     for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
         if getattr(tokenizer, key, None) is not None:
             kwargs.setdefault(key, getattr(tokenizer, key))
-    return AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
+    return transformers.AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
 
 
 def build_model(model_cfg: Any, tokenizer: Any, source: str | None = None, lora: Any = None,
@@ -109,7 +109,7 @@ def build_model(model_cfg: Any, tokenizer: Any, source: str | None = None, lora:
             model = llama.build(llama.Config.from_dict(config.to_dict()), dtype)
         else:
             _check_implementation(model_cfg, reason)
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     if model.get_input_embeddings().num_embeddings < len(tokenizer):
         raise UserError(f"the model's vocabulary ({model.get_input_embeddings().num_embeddings}) is smaller than "
                         f"the tokenizer's ({len(tokenizer)})")
@@ -129,7 +129,7 @@ def _check_implementation(model_cfg: Any, reason: str) -> None:
 def _transformers_model(model_cfg: Any, source: str, dtype: torch.dtype, reason: str | None) -> torch.nn.Module:
     _check_implementation(model_cfg, reason or "")
     try:
-        return AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code)
+        return transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=model_cfg.trust_remote_code)
     except OSError as exc:
         raise UserError(f"model.name_or_path: cannot load {model_cfg.name_or_path!r}: {exc}") from None
 

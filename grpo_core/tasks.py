@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import AutoConfig, PreTrainedTokenizerFast
+import transformers  # a lazy module: AutoConfig loads its mappings only when a preset is built
+from transformers import PreTrainedTokenizerFast
 
 from grpo_core.task_registry import register_task, register_tokenizer
 
@@ -78,7 +79,7 @@ def model_config(preset: str, tokenizer: Any) -> Any:
     kwargs = dict(MODEL_PRESETS[preset])
     kwargs.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                   eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
-    return AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
+    return transformers.AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
