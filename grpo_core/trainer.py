@@ -113,7 +113,7 @@ class Trainer:
         cfg, g, rank = self.cfg, self.cfg.num_generations, self.rt.rank
         prompts = [i for i in self.sampler.next() for _ in range(g)]
         rollout = self.complete([self.train_records[i] for i in prompts], [self.train_ids[i] for i in prompts],
-                                   self.gen_config)
+                                self.gen_config)
         everyone = self.rt.gather_columns({                                               # (world * B, ...)
             "reward": rollout.rewards, "scorers": rollout.scorer_rewards,
             "completion_length": rollout.completion_mask.sum(-1), "prompt_length": rollout.prompt_mask.sum(-1)})
