@@ -10,6 +10,7 @@ share of a pending rollout).
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -23,9 +24,11 @@ from safetensors.torch import load_file
 
 from grpo_core.metrics import METRICS_FILE
 from grpo_rewards.errors import UserError
+from grpo_rewards.fileio import write_atomic
 
 PATTERN = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "trainer_state.pt"
+COMPLETE_FILE = "complete.json"  # written when a run reaches its last step
 ADAPTER_FILE = "adapter_model.safetensors"  # what peft's save_pretrained writes
 
 
@@ -51,10 +54,27 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def mark_complete(output_dir: Path, step: int) -> None:
+    """Record that the run in `output_dir` finished at `step`, so `--resume` knows there is nothing to do."""
+    write_atomic(Path(output_dir) / COMPLETE_FILE, json.dumps({"step": step}) + "\n")
+
+
+def completed_step(output_dir: Path) -> int | None:
+    """The step a finished run in `output_dir` ended at; None while unfinished (or never run)."""
+    try:
+        return int(json.loads((Path(output_dir) / COMPLETE_FILE).read_text(encoding="utf-8"))["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool, is_main: bool) -> Path | None:
     """The checkpoint to resume from, if any; refuses to mix a fresh run into an old one."""
     found = checkpoints(output_dir)
     if resume:
+        done = completed_step(output_dir)
+        if not found and done is not None:
+            raise UserError(f"the run in {output_dir} finished at step {done} without checkpoints (save_steps: 0), "
+                            "so it cannot continue; set save_steps to train runs you may extend")
         return found[-1] if found else None
     if found and not overwrite:
         raise UserError(f"{output_dir} already has checkpoints ({found[-1].name}); pass --resume to continue "
@@ -63,6 +83,7 @@ def prepare_output_dir(output_dir: Path, resume: bool, overwrite: bool, is_main:
         for old in found:
             shutil.rmtree(old, ignore_errors=True)
         (output_dir / METRICS_FILE).unlink(missing_ok=True)
+        (output_dir / COMPLETE_FILE).unlink(missing_ok=True)
     return None
 
 

@@ -18,10 +18,19 @@ import grpo_rewards
 from grpo_rewards.errors import UserError
 
 
+COMMANDS = """commands:
+  grpo-train CONFIG [--set KEY=VALUE ...] [--resume]   train (this page)
+  grpo-train generate --model M --data FILE --output FILE
+                                                        write completions for `grpo-rewards score`
+                                                        (`grpo-train generate --help`)"""
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="grpo-train", description="Train a causal LM with GRPO.",
-        epilog="Evaluation: `grpo-train generate --help` writes completions for `grpo-rewards score`.")
+        prog="grpo-train", description="Train a causal LM with GRPO.", epilog=COMMANDS,
+        usage="%(prog)s [-h] [--version] [--verbose] CONFIG [--set KEY=VALUE ...] [--resume]\n"
+              "       %(prog)s generate --model M --data FILE --output FILE [...]",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {grpo_rewards.__version__}")
     parser.add_argument("config", help="training config (YAML, TOML or JSON)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -29,8 +38,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "--set rewards.scorers.0.weight=2 (a number picks a list item; values parsed as "
                              "YAML; repeatable)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint in output_dir (starts afresh if none)")
+                        help="continue from the newest checkpoint in output_dir (starts afresh if none; a run "
+                             "that already reached its last step is left as it is)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show transformers' and the hub's loading bars and warnings (quiet by default)")
     return parser.parse_args(argv)
+
+
+def quiet_libraries() -> None:
+    """transformers' and huggingface_hub's loading bars and warnings, off unless the user set them:
+    set through their environment variables, before either library is imported."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,10 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     # Each command imports its module (torch, transformers) only when it runs: `--help` and a bad
     # config answer without loading them, and `generate` never loads the trainer.
     if argv[:1] == ["generate"]:  # a subcommand; a config file is never named exactly `generate`
-        from grpo_core.generate import main as generate_main
+        if "--verbose" not in argv:
+            quiet_libraries()
+        try:
+            from grpo_core.generate import main as generate_main
 
-        return generate_main(argv[1:])
+            return generate_main([a for a in argv[1:] if a != "--verbose"])
+        except KeyboardInterrupt:  # the output is written atomically: nothing half-written is left
+            print("grpo-train generate: interrupted; no output written", file=sys.stderr)
+            return 130
     args = parse_args(argv)
+    if not args.verbose:
+        quiet_libraries()
     try:
         from grpo_core.config import load_config
 
@@ -52,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"grpo-train: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before training started (loading); during training a checkpoint is saved
+        print("grpo-train: interrupted before training started; nothing written", file=sys.stderr)
+        return 130
+    if summary.get("complete"):
+        print(f"grpo-train: the run in {summary['output_dir']} is complete (step {summary['step']} of "
+              f"{summary['total_steps']}); raise max_steps to train further", file=sys.stderr)
+        return 0
     if summary.get("interrupted"):
         print(f"grpo-train: stopped by {summary['interrupted']} at step {summary['step']}; checkpoint saved in "
               f"{summary['output_dir']} (continue with --resume)", file=sys.stderr)

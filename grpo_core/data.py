@@ -36,14 +36,16 @@ from grpo_rewards.errors import UserError
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     records = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
             except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
             if not isinstance(record, Mapping):
                 raise UserError(f"{path}:{lineno}: a record must be a JSON object, got {type(record).__name__}")
             records.append(dict(record))
@@ -86,7 +88,7 @@ def check_prompts(records: list[dict[str, Any]], prompt_field: str, where: str) 
     for i, record in enumerate(records):
         prompt = record.get(prompt_field)
         if not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(m, Mapping) for m in prompt))):
-            raise UserError(f"{where}: record {i} has no {prompt_field!r} text or chat messages (got {prompt!r:.80})")
+            raise UserError(f"{where}: record {i + 1} (counting from 1) has no {prompt_field!r} text or chat messages (got {prompt!r:.80})")
         rest = {k: v for k, v in record.items() if k != prompt_field}
         out.append({"prompt": prompt, **rest})
     if not out:

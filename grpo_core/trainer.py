@@ -266,8 +266,8 @@ class Trainer:
         if cfg.eval_steps and self.eval_records and (self.step % cfg.eval_steps == 0 or last):
             self.last_eval = self.evaluate()
             entry |= self.last_eval
-            if log:
-                log.say(f"step {self.step}: " + _brief(entry))
+        if log and entry:
+            log.say(f"step {self.step}: " + _brief(entry))
         if log:
             log.log(self.step, entry) if entry else log.advance(self.step)
         if cfg.save_steps and self.step % cfg.save_steps == 0:
@@ -293,7 +293,15 @@ class Trainer:
         return log
 
     def train(self, resume: bool = False) -> dict[str, Any]:
-        """Train to `total_steps`, or until SIGINT/SIGTERM (then checkpoint and return)."""
+        """Train to `total_steps`, or until SIGINT/SIGTERM (then checkpoint and return).
+
+        `resume` on a run that already reached `total_steps` does nothing and says so (`complete`).
+        """
+        done = ckpt.completed_step(self.out) if resume else None
+        if done is not None and done >= self.total_steps:
+            self.reward.close()
+            return {"step": done, "total_steps": self.total_steps, "output_dir": str(self.out), "complete": True,
+                    "interrupted": None}
         handlers = {}
         with contextlib.suppress(ValueError):  # signal handlers only install on the main thread
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -319,6 +327,7 @@ class Trainer:
                                    "interrupted": signal.Signals(self.stop_signal).name if self.stop_signal else None}
         if self.rt.is_main and self.stop_signal is None:
             summary["final_model"] = str(self.save_final(self.out / "final"))
+            ckpt.mark_complete(self.out, self.step)
             if self.cfg.plot:
                 summary["plot"] = str(plot_metrics(self.out / METRICS_FILE, self.out / PLOT_FILE))
         summary["metrics_file"] = str(self.out / METRICS_FILE)
@@ -327,7 +336,8 @@ class Trainer:
 
 
 def _brief(metrics: dict[str, float]) -> str:
-    keys = [k for k in metrics if k in ("reward", "kl") or k.startswith("eval/")]
+    """The console line of a logged step: reward (total and per scorer), kl, step time, eval."""
+    keys = [k for k in metrics if k in ("reward", "kl", "step_seconds") or k.startswith(("reward/", "eval/"))]
     return "  ".join(f"{k}={metrics[k]:.3f}" for k in keys)
 
 

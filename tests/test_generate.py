@@ -68,7 +68,7 @@ def test_read_prompt_records_names_the_bad_line(tmp_path):
     with pytest.raises(UserError, match=r"data.jsonl:3: invalid JSON"):
         read_prompt_records(data)
     data.write_text('{"prompt": "a"}\n{"question": "b"}\n')
-    with pytest.raises(UserError, match=r"data.jsonl: record 1 has no 'prompt'"):
+    with pytest.raises(UserError, match=r"data.jsonl: record 2 \(counting from 1\) has no 'prompt'"):
         read_prompt_records(data)
     data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c"}\n')
     assert [r["prompt"] for r in read_prompt_records(data, limit=2)] == ["a", "b"]
