@@ -35,6 +35,7 @@ from grpo_core.prompts import Prompts, eos_token_ids
 from grpo_core.rollout import Rollout, generate, generation_config, left_pad
 from grpo_core.runtime import release_free_heap, setup_runtime
 from grpo_rewards.compose import build
+from grpo_rewards.diagnostics import StepDiagnostics
 from grpo_rewards.errors import UserError
 from grpo_rewards.scorer import Sample
 
@@ -69,6 +70,7 @@ class Trainer:
         self.scheduler = Schedule(self.optimizer, lr_schedule(cfg.lr_scheduler_type, cfg.warmup_steps,
                                                               self.total_steps))
         self.reward = build(cfg.rewards, cfg.registry)
+        self.reward_diagnostics = StepDiagnostics(enabled=self.rt.is_main)
         eos = eos_token_ids(self.policy.model.generation_config, self.tokenizer)
         self.eos_ids = torch.tensor(eos, device=self.rt.device)                          # (E,)
         sampling = dict(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k)
@@ -87,7 +89,8 @@ class Trainer:
     # -----------------------------------------------------------------------------------------
     # rollout
 
-    def complete(self, records: list[dict[str, Any]], ids: list[list[int]], gen_config: Any) -> Rollout:
+    def complete(self, records: list[dict[str, Any]], ids: list[list[int]], gen_config: Any,
+                 group_size: int | None = None) -> Rollout:
         """Completions of encoded prompts, scored: a Rollout whose advantages are still zero."""
         prompt_ids, prompt_mask = left_pad(ids, self.tokenizer.pad_token_id, self.rt.device)     # (B, P)
         with self.rt.autocast():
@@ -96,12 +99,13 @@ class Trainer:
         samples = self.prompts.samples(records, self.prompts.decode(completion_ids, completion_mask))
         rollout = Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask,
                           torch.zeros(len(ids), device=self.rt.device))
-        rollout.rewards, rollout.scorer_rewards = self.score(samples)
+        rollout.rewards, rollout.scorer_rewards = self.score(samples, group_size)
         return rollout
 
-    def score(self, samples: list[Sample]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Weighted totals (B,) and each scorer's values (B, S), NaN where None."""
-        batch = self.reward.score(samples)
+    def score(self, samples: list[Sample], group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weighted totals (B,) and each scorer's values (B, S), NaN where None. Keeps the batch for diagnostics."""
+        batch = self.reward.score(samples, group_size)
+        self.last_scored = batch, [s.completion_text for s in samples]
         column = lambda values: torch.tensor([math.nan if v is None else v for v in values],  # noqa: E731
                                              dtype=torch.float32, device=self.rt.device)
         per_scorer = [column([s.value for s in batch.scores[a]]) for a in self.reward.aliases]
@@ -113,7 +117,7 @@ class Trainer:
         cfg, g, rank = self.cfg, self.cfg.num_generations, self.rt.rank
         prompts = [i for i in self.sampler.next() for _ in range(g)]
         rollout = self.complete([self.train_records[i] for i in prompts], [self.train_ids[i] for i in prompts],
-                                self.gen_config)
+                                self.gen_config, g)
         everyone = self.rt.gather_columns({                                               # (world * B, ...)
             "reward": rollout.rewards, "scorers": rollout.scorer_rewards,
             "completion_length": rollout.completion_mask.sum(-1), "prompt_length": rollout.prompt_mask.sum(-1)})
@@ -132,7 +136,8 @@ class Trainer:
                  "frac_reward_zero_std": zero_std.float().mean(),
                  "tokens": lengths.sum() + everyone["prompt_length"].sum()}
         stats |= {f"reward/{a}": everyone["scorers"][:, i].nanmean() for i, a in enumerate(self.reward.aliases)}
-        return rollout, dict(zip(stats, torch.stack(list(stats.values())).tolist()))
+        diagnostics = self.reward_diagnostics.metrics(self.reward, *self.last_scored)  # this rank's batch
+        return rollout, dict(zip(stats, torch.stack(list(stats.values())).tolist())) | diagnostics
 
     # -----------------------------------------------------------------------------------------
     # update

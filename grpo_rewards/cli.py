@@ -24,8 +24,10 @@ from rich.text import Text
 
 from grpo_rewards import __version__
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
+from grpo_rewards.diagnostics import RewardDiagnostics
 from grpo_rewards.errors import ConfigError, Problem, UserError
 from grpo_rewards.fileio import atomic_file
+from grpo_rewards.group import groups_of
 from grpo_rewards.probe import findings_table, probe, summary
 from grpo_rewards.registry import BUILTIN_PLUGINS, Entry, Registry, load_registry
 from grpo_rewards.scorer import Sample
@@ -227,17 +229,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scored_batches(reward: CompositeReward, records: list[dict[str, Any]], batch_size: int,
-                    show_progress: bool) -> Iterator[tuple[int, RewardBatch]]:
+def batches_of_groups(samples: Sequence[Sample], group_size: int | None, batch_size: int) -> list[list[int]]:
+    """Indices of each batch: whole groups (never split), up to `batch_size` samples unless one group is larger."""
+    try:
+        groups = groups_of(samples, group_size)
+    except ValueError as exc:
+        raise UserError(f"--group-size: {exc}") from None
+    batches: list[list[int]] = [[]]
+    for group in groups:
+        if batches[-1] and len(batches[-1]) + len(group) > batch_size:
+            batches.append([])
+        batches[-1].extend(group)
+    return batches
+
+
+def _scored_batches(reward: CompositeReward, samples: list[Sample], group_size: int | None, batch_size: int,
+                    show_progress: bool) -> Iterator[tuple[list[int], RewardBatch]]:
     columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     console = _stderr()
     # Off when stderr is not a terminal: rich would print one stale bar at the end into the log.
     with Progress(*columns, console=console, disable=not (show_progress and console.is_terminal)) as progress:
-        task = progress.add_task("scoring", total=len(records))
-        for start in range(0, len(records), batch_size):
-            chunk = records[start:start + batch_size]
-            yield start, reward.score([Sample.from_record(r) for r in chunk])
-            progress.advance(task, len(chunk))
+        task = progress.add_task("scoring", total=len(samples))
+        for indices in batches_of_groups(samples, group_size, batch_size):
+            # A batch holds whole groups in order, so the same grouping rule finds them again inside it.
+            yield indices, reward.score([samples[i] for i in indices], group_size)
+            progress.advance(task, len(indices))
 
 
 TOTAL = ("total",)  # the totals' key: a tuple, so no scorer alias (a string) can collide with it
@@ -278,22 +294,49 @@ class Summary:
 def cmd_score(args: argparse.Namespace) -> int:
     reward = build(args.spec, _registry())
     records = read_records(args.input)
+    samples = [Sample.from_record(r) for r in records]
     summary = Summary(reward.aliases)
+    diagnostics = RewardDiagnostics(reward.aliases)
+    lines: list[str | None] = [None] * len(records)  # in input order; a batch may hold scattered groups
     with reward, atomic_output(args.output) as fh:
-        for start, batch in _scored_batches(reward, records, args.batch_size, not args.no_progress):
-            for j in range(len(batch)):
-                out = {"index": start + j}
-                if "id" in records[start + j]:
-                    out["id"] = records[start + j]["id"]
+        for indices, batch in _scored_batches(reward, samples, args.group_size, args.batch_size,
+                                              not args.no_progress):
+            for j, i in enumerate(indices):
+                out = {"index": i, **({"id": records[i]["id"]} if "id" in records[i] else {})}
                 out.update(batch.record(j, with_info=args.with_info))
-                fh.write(json.dumps(out, default=repr) + "\n")
+                lines[i] = json.dumps(out, default=repr) + "\n"
             summary.add(batch)
+            diagnostics.add(batch, [samples[i].completion_text for i in indices])
+        fh.writelines(line for line in lines if line is not None)
     # With `--output -` the results own standard output: the summary goes to stderr.
     console = _stderr() if Path(args.output) == STDIO else _stdout()
     console.print(summary.table(dict(zip(reward.aliases, reward.weights, strict=True))))
+    console.print(diagnostics_table(diagnostics, reward))
+    for warning in diagnostics.warnings():
+        console.print(f"warning: {warning}", markup=False)
     where = "standard output" if Path(args.output) == STDIO else args.output
     console.print(f"wrote {len(records)} results to {where}", markup=False)
     return 0
+
+
+def _fraction(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def diagnostics_table(diagnostics: RewardDiagnostics, reward: CompositeReward) -> Table:
+    """Per member: groups without spread, correlation with and share of the total, None and errors."""
+    groups = diagnostics.groups
+    flat = _fraction(diagnostics.zero_std_share)
+    rate = reward.cache.hit_rate
+    caption = (f"groups of 2+ samples: {groups}, without spread in the total: {flat}; duplicate rate: "
+               f"{_fraction(diagnostics.duplicate_rate)}; score cache hit rate: {_fraction(rate)}")
+    table = Table(title="Diagnostics", caption=caption)
+    for column in ("scorer", "zero spread", "corr. total", "var. share", "None", "errors"):
+        table.add_column(column, justify="left" if column == "scorer" else "right")
+    for alias, row in diagnostics.member_rows().items():
+        table.add_row(Text(alias), *(_fraction(row[k]) for k in ("zero_std", "corr_total", "variance_share",
+                                                                  "none", "errors")))
+    return table
 
 
 def _clip(text: str, limit: int) -> str:
@@ -383,7 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSONL (or .parquet) of {prompt, completion, ...reference}; - reads standard input")
     p.add_argument("--output", required=True,
                    help="JSONL of results, one line per input, written atomically; - writes standard output")
-    p.add_argument("--batch-size", type=_positive_int, default=256, help="samples per scorer call (default 256)")
+    p.add_argument("--batch-size", type=_positive_int, default=256,
+                   help="samples per scorer call (default 256; a group is never split, so a batch may hold more)")
+    p.add_argument("--group-size", type=_positive_int, default=None,
+                   help="every N consecutive lines are one prompt's group; default: the lines sharing a prompt")
     p.add_argument("--with-info", action="store_true", help="include each scorer's info in the output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_score)

@@ -1,8 +1,11 @@
 """CompositeReward: a validated spec turned into one callable that scores batches.
 
-Total per sample = sum of weight * value over the scorers that returned a value; a sample no
-scorer could score has total None. A scorer that raises gives None for the samples of that
-batch, is counted, and is logged once with its exception, unless its `on_error` is `raise`.
+Each member's value passes through its None policy, its gate, the spec's aggregation and its
+weight (see `aggregate`); with the defaults the total is the sum of weight * value over the
+scorers that returned a value, and None where no scorer could score. A scorer that raises gives
+None for the samples of that batch, is counted, and is logged once with its exception, unless
+its `on_error` is `raise`. Group scorers see one prompt's samples together (see `group`);
+deterministic scorers are served from a score cache (see `cache`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_rewards.aggregate import combine, member_rules
+from grpo_rewards.cache import ScoreCache
+from grpo_rewards.group import GroupScorer, groups_of, score_in_groups
 from grpo_rewards.integrations.trl import TrlRewardFunction, trl_reward_functions
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.scorer import RewardBatch, Sample, Score, Scorer
@@ -28,6 +34,7 @@ class Member:
     weight: float
     scorer: Scorer
     on_error: str
+    dependencies: tuple[str, ...] = ()
 
 
 def as_samples(items: Iterable[Sample | Mapping[str, Any]]) -> list[Sample]:
@@ -35,7 +42,7 @@ def as_samples(items: Iterable[Sample | Mapping[str, Any]]) -> list[Sample]:
 
 
 class CompositeReward:
-    """A weighted sum of scorers built from a `RewardSpec`.
+    """The reward of a `RewardSpec`: its scorers, combined as the spec says.
 
     A `RewardSpec` is trusted as given (one from `load_spec` or a training config was validated
     there, and its scorers get their validated `Params` as is); a path or mapping is validated
@@ -45,11 +52,14 @@ class CompositeReward:
     def __init__(self, spec: RewardSpec | Mapping[str, Any] | str, registry: Registry | None = None) -> None:
         self.registry = registry if registry is not None else get_registry()
         self.spec = spec if isinstance(spec, RewardSpec) else load_spec(spec, self.registry)
-        self.members = [
-            Member(s.alias, s.weight, self.registry.scorer(s.scorer)(s.scorer_params, registry=self.registry),
-                   s.on_error or self.spec.on_error)
-            for s in self.spec.scorers
-        ]
+        self.members = []
+        for s in self.spec.scorers:
+            cls = self.registry.scorer(s.scorer)
+            scorer = cls(s.scorer_params, registry=self.registry)
+            self.members.append(Member(s.alias, s.weight, scorer, s.on_error or self.spec.on_error,
+                                       tuple(cls.dependencies(scorer.params))))
+        self.rules = member_rules(self.spec)
+        self.cache = ScoreCache(self.spec.cache_size)
         self.error_counts = {m.alias: 0 for m in self.members}
         self._logged: set[str] = set()
 
@@ -61,13 +71,19 @@ class CompositeReward:
     def weights(self) -> list[float]:
         return [m.weight for m in self.members]
 
-    def _run_member(self, member: Member, samples: list[Sample], results: dict[str, list[Score]]) -> tuple[list[Score], int]:
+    def _run_member(self, member: Member, samples: list[Sample], results: dict[str, list[Score]],
+                    groups: list[list[int]]) -> tuple[list[Score], int, int]:
+        """(scores, samples that got None by an error, samples served from the cache)."""
+        hits = 0
         try:
-            scores = member.scorer.score(samples, results)
+            if isinstance(member.scorer, GroupScorer):
+                scores = score_in_groups(member.scorer, samples, results, groups)
+            else:
+                scores, hits = self.cache.score(member.scorer, samples, results, member.dependencies)
             if len(scores) != len(samples):
                 raise RuntimeError(f"returned {len(scores)} scores for {len(samples)} samples")
             scores = [s if isinstance(s, Score) else Score(s) for s in scores]
-            return self._check_range(member, scores)
+            return (*self._check_range(member, scores), hits)
         except Exception as exc:
             if member.on_error == "raise":
                 raise
@@ -76,7 +92,7 @@ class CompositeReward:
                 log.warning("scorer %r raised; its samples are scored None (logged once per scorer)",
                             member.alias, exc_info=exc)
             reason = f"scorer raised {type(exc).__name__}: {exc}"
-            return [Score.unscorable("scorer error", error=reason) for _ in samples], len(samples)
+            return [Score.unscorable("scorer error", error=reason) for _ in samples], len(samples), 0
 
     def _check_range(self, member: Member, scores: list[Score]) -> tuple[list[Score], int]:
         """A value outside the scorer's declared `value_range` is a scorer bug: like an exception, the
@@ -98,26 +114,29 @@ class CompositeReward:
                                          f"value_range [{low:g}, {high:g}]", raw_value=scores[i].value)
         return scores, len(outside)
 
-    def score(self, samples: Sequence[Sample | Mapping[str, Any]]) -> RewardBatch:
+    def score(self, samples: Sequence[Sample | Mapping[str, Any]], group_size: int | None = None) -> RewardBatch:
+        """Score a batch. Groups: consecutive runs of `group_size`, or (None) the samples sharing a prompt."""
         samples = as_samples(samples)
+        zeros = {m.alias: 0 for m in self.members}
         if not samples:  # scorers need not handle an empty batch
-            return RewardBatch([], {m.alias: [] for m in self.members}, {m.alias: 0 for m in self.members})
+            empty: dict[str, list[Any]] = {m.alias: [] for m in self.members}
+            return RewardBatch([], dict(empty), dict(zeros), [], dict(empty), dict(empty), dict(zeros))
+        groups = groups_of(samples, group_size)
         results: dict[str, list[Score]] = {}
-        errors: dict[str, int] = {}
+        errors, hits = dict(zeros), dict(zeros)
         for member in self.members:
-            results[member.alias], errors[member.alias] = self._run_member(member, samples, results)
+            results[member.alias], errors[member.alias], hits[member.alias] = self._run_member(
+                member, samples, results, groups)
             self.error_counts[member.alias] += errors[member.alias]
-        totals: list[float | None] = []
-        for i in range(len(samples)):
-            parts = [m.weight * results[m.alias][i].value for m in self.members if results[m.alias][i].value is not None]
-            totals.append(sum(parts) if parts else None)
-        return RewardBatch(totals, results, errors)
+        values = {alias: [s.value for s in scores] for alias, scores in results.items()}
+        totals, gated, contributions = combine(values, self.rules, self.spec.aggregate, groups)
+        return RewardBatch(totals, results, errors, groups, gated, contributions, hits)
 
     __call__ = score
 
-    def as_trl(self) -> tuple[list[TrlRewardFunction], list[float]]:
+    def as_trl(self, group_size: int | None = None) -> tuple[list[TrlRewardFunction], list[float]]:
         """`(reward_funcs, reward_weights)` for TRL's `GRPOTrainer`; see `integrations.trl`."""
-        return trl_reward_functions(self)
+        return trl_reward_functions(self, group_size)
 
     def close(self) -> None:
         for member in self.members:

@@ -28,7 +28,9 @@ def grpo_rewards_scorers() -> list[type]:
 
     Receives: nothing.
     Returns:  a list of `grpo_rewards.Scorer` subclasses, each with a unique class attribute
-              `name`, a pydantic `Params` model and a `score(samples, results)` method.
+              `name`, a pydantic `Params` model and a `score(samples, results)` method; or
+              `grpo_rewards.GroupScorer` subclasses, which implement `score_groups(groups, results)`
+              and see one prompt's samples together.
     Guarantees expected of the plugin: the call is cheap and side-effect free (import heavy
     dependencies lazily, inside `score`); `score` returns one `Score` per sample and uses
     `Score(None, {"reason": ...})` for a sample it cannot score, never a silent 0.

@@ -24,6 +24,7 @@ BUILTIN_PLUGINS = (
     "grpo_rewards.scorers.text",
     "grpo_rewards.scorers.math",
     "grpo_rewards.scorers.code",
+    "grpo_rewards.scorers.group",
     "grpo_rewards.sandbox.local",
 )
 

@@ -133,11 +133,18 @@ def validate_params(model: type[BaseModel], params: BaseModel | Mapping[str, Any
 
 @dataclass
 class RewardBatch:
-    """Scores of one batch: weighted totals plus every scorer's `Score`s, by alias."""
+    """Scores of one batch: totals plus every scorer's `Score`s, by alias."""
 
     totals: list[float | None]
     scores: dict[str, list[Score]]
     errors: dict[str, int] = field(default_factory=dict)  # alias -> samples that got None by an exception
+    groups: list[list[int]] = field(default_factory=list)  # indices of each prompt's samples
+    # Each member's value after its None policy and gate (None on dropped samples): what the
+    # aggregation reads and what the TRL adapter hands TRL. Equal to `values` by default.
+    gated: dict[str, list[float | None]] = field(default_factory=dict)
+    # alias -> weight * (normalised) value: the member's share of each total.
+    contributions: dict[str, list[float | None]] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)  # alias -> samples not scored again
 
     @property
     def values(self) -> dict[str, list[float | None]]:
@@ -162,6 +169,8 @@ class Scorer(ABC):
       Params:      pydantic model of the options (`extra="forbid"`), with a description
                    on every field; it becomes validation, JSON schema and docs.
       value_range: (low, high) that every non-None value lies in; documented and fuzz-tested.
+      deterministic: False when the same sample can score differently (time limits, randomness);
+                   such a scorer is never served from the score cache.
     and implement `score`. The one-line description is the first line of the class docstring.
 
     `registry` is the run's registry (`CompositeReward` passes its own): a scorer that looks names
@@ -172,6 +181,9 @@ class Scorer(ABC):
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]] = NoParams
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    # Same sample and params, same Score: the composite may serve it from its score cache.
+    # False for anything that depends on time or load (timeouts) or on other samples.
+    deterministic: ClassVar[bool] = True
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, *, registry: Any = None,
                  **kwargs: Any) -> None:

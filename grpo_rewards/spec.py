@@ -26,12 +26,41 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
 
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry
 
 LineOf = Callable[[tuple[Any, ...]], int | None]
+
+
+class GateSpec(BaseModel):
+    """A condition on another member's value; where it fails, this member's value is `otherwise`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    on: str = Field(min_length=1, description="Alias of the member whose value opens the gate.")
+    min: float | None = Field(None, allow_inf_nan=False, description="The gate opens where that value is >= min.")
+    max: float | None = Field(None, allow_inf_nan=False, description="The gate opens where that value is <= max.")
+    otherwise: float | None = Field(
+        0.0, allow_inf_nan=False,
+        description="This member's value where the gate stays shut: a number (default 0) or null (None).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def yaml_on(cls, data: Any) -> Any:
+        """YAML 1.1 reads a bare `on` key as the boolean true: take it back as `on`."""
+        if isinstance(data, Mapping) and True in data and "on" not in data:
+            return {("on" if key is True else key): value for key, value in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _bounds(self) -> GateSpec:
+        if self.min is None and self.max is None:
+            raise ValueError("a gate needs 'min', 'max' or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min:g}) is above max ({self.max:g}): the gate could never open")
+        return self
 
 
 class ScorerSpec(BaseModel):
@@ -50,6 +79,11 @@ class ScorerSpec(BaseModel):
     )
     # The scorer's `Params` instance made by `validate_spec`; `params` is its plain-data dump.
     _validated: BaseModel | None = PrivateAttr(None)
+    on_none: Literal["skip", "zero", "drop_sample"] = Field(
+        "skip", description="What this member's None does: `skip` leaves it out of the total, `zero` counts it "
+        "as 0, `drop_sample` makes the sample's total None (advantage 0).")
+    gate: GateSpec | None = Field(
+        None, description="Count this member only where another member's value meets a condition.")
 
     @property
     def alias(self) -> str:
@@ -73,6 +107,12 @@ class RewardSpec(BaseModel):
         description="What a scorer that raises does: `none` gives its samples None (counted and logged), "
         "`raise` propagates the exception.",
     )
+    aggregate: Literal["sum", "normalize_then_sum"] = Field(
+        "sum", description="`sum`: the weighted sum of the members' values; `normalize_then_sum`: each member "
+        "normalised within its group (mean and std over the group's values) before the weighted sum.")
+    cache_size: int = Field(
+        4096, ge=0, le=10_000_000,
+        description="Scores kept in the LRU score cache across batches (deterministic scorers only; 0 disables it).")
 
     @property
     def aliases(self) -> list[str]:
@@ -310,6 +350,8 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
                 add(("scorers", i, "params"),
                     f"reads the results of scorer {dep!r}, which must be listed before it ({where})")
 
+    check_gates(items, positions, add)
+
     if problems:
         # In document order where lines are known (structural and per-scorer checks run apart).
         problems.sort(key=lambda p: (p.line is None, p.line or 0))
@@ -319,6 +361,33 @@ def validate_spec(data: Any, registry: Registry | None = None, *, source: str | 
         spec.scorers[i].params = params.model_dump()
         spec.scorers[i]._validated = params
     return spec, []
+
+
+def check_gates(items: list[Any], positions: dict[str, int], add: Callable[[tuple[Any, ...], str], None]) -> None:
+    """Report (through `add`) a gate on an unknown member or on itself, and chains of gates that loop."""
+    gate_of: dict[str, tuple[int, str]] = {}  # gated alias -> (its position, the alias it is gated on)
+    for i, item in enumerate(items):
+        gate = GateSpec.yaml_on(item.get("gate")) if isinstance(item, Mapping) else None
+        alias = item.get("name") or item.get("scorer") if isinstance(item, Mapping) else None
+        if not isinstance(gate, Mapping) or not isinstance(gate.get("on"), str) or not isinstance(alias, str):
+            continue  # a structural problem, reported by the model
+        on = gate["on"]
+        if on == alias:
+            add(("scorers", i, "gate", "on"), f"scorer {alias!r} cannot be gated on itself")
+        elif on not in positions:
+            add(("scorers", i, "gate", "on"), f"gate on unknown scorer {on!r}; "
+                f"the spec's scorers are: {', '.join(positions)}")
+        else:
+            gate_of[alias] = (i, on)
+    reported: set[str] = set()
+    for start, (i, _) in gate_of.items():
+        chain, alias = [start], gate_of[start][1]
+        while alias in gate_of and alias not in chain:
+            chain.append(alias)
+            alias = gate_of[alias][1]
+        if alias == start and not reported.intersection(chain):
+            reported.update(chain)
+            add(("scorers", i, "gate", "on"), "gates form a cycle: " + " -> ".join([*chain, start]))
 
 
 def load_spec(source: str | Path | Mapping[str, Any] | RewardSpec, registry: Registry | None = None) -> RewardSpec:

@@ -9,18 +9,25 @@ in its logs, and weight them with `reward_weights` exactly as our own total does
 Scorers may read the results of earlier scorers (a length reward conditioned on correctness),
 so the functions of one composite share a batch cache: the first one TRL calls on a batch
 scores the whole composite once, and the others read their column from it.
+
+Each function returns its member's value after the member's None policy and gate (a dropped
+sample is None in every column, so TRL gives it advantage 0); the aggregation is TRL's own, so a
+spec with `aggregate: normalize_then_sum` needs `GRPOConfig(multi_objective_aggregation=
+"normalize_then_sum")` (`trl_config_kwargs` gives both settings). TRL passes the whole batch,
+in which a prompt's G completions are consecutive rows; group scorers see them as one group.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grpo_rewards.cache import canonical
 from grpo_rewards.scorer import RewardBatch, Sample
+from grpo_rewards.spec import RewardSpec
 
 
 class BatchReward(Protocol):
@@ -32,7 +39,11 @@ class BatchReward(Protocol):
     @property
     def weights(self) -> list[float]: ...
 
-    def score(self, samples: Sequence[Sample]) -> RewardBatch: ...
+    @property
+    def spec(self) -> RewardSpec: ...
+
+    def score(self, samples: Sequence[Sample], group_size: int | None = None) -> RewardBatch: ...
+
 
 # Keyword arguments TRL passes that are trainer machinery, not dataset columns.
 TRAINER_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
@@ -57,24 +68,11 @@ def samples_from_trl(prompts: Sequence[Any], completions: Sequence[Any],
     return [Sample(prompts[i], completions[i], {k: v[i] for k, v in columns.items()}) for i in range(n)]
 
 
-def _jsonable(value: Any) -> Any:
-    # Dataset columns may hold arrays or tensors: their full contents, not numpy's abbreviated
-    # repr ("[0, 1, ..., 9]"), so two different large arrays never share a key.
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return repr(value)
-
-
 def _batch_key(samples: Sequence[Sample]) -> str:
     """A digest of the batch content: equal batches (same prompts, completions, references) share it."""
     digest = hashlib.blake2b(digest_size=16)
     for s in samples:
-        item = [s.prompt, s.completion, dict(s.reference)]
-        try:
-            text = json.dumps(item, sort_keys=True, default=_jsonable)
-        except (TypeError, ValueError):  # e.g. dict keys of mixed types cannot be sorted
-            text = repr(item)
-        digest.update(text.encode("utf-8", "surrogatepass"))
+        digest.update(canonical([s.prompt, s.completion, dict(s.reference)]))
         digest.update(b"\x00")
     return digest.hexdigest()
 
@@ -91,9 +89,10 @@ class _Pending:
 class BatchCache:
     """The latest scored batches of one composite, keyed by content; safe to use from threads."""
 
-    def __init__(self, composite: BatchReward, keep: int = 2) -> None:
+    def __init__(self, composite: BatchReward, keep: int = 2, group_size: int | None = None) -> None:
         self.composite = composite
         self.keep = keep
+        self.group_size = group_size  # None: the rows sharing a prompt are a group
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, _Pending] = OrderedDict()
         self.scored_batches = 0  # how many times the composite actually ran (tests, diagnostics)
@@ -111,7 +110,7 @@ class BatchCache:
         assert entry is not None
         if owner:
             try:
-                entry.batch = self.composite.score(samples)
+                entry.batch = self.composite.score(samples, self.group_size)
                 with self._lock:
                     self.scored_batches += 1
             except BaseException as exc:
@@ -127,10 +126,10 @@ class BatchCache:
         return entry.batch
 
     def __getstate__(self) -> dict[str, Any]:  # locks and events do not pickle; the cache is empty after
-        return {"composite": self.composite, "keep": self.keep, "scored_batches": 0}
+        return {"composite": self.composite, "keep": self.keep, "group_size": self.group_size}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["composite"], state["keep"])  # type: ignore[misc]
+        self.__init__(state["composite"], state["keep"], state.get("group_size"))  # type: ignore[misc]
 
 
 class TrlRewardFunction:
@@ -150,14 +149,24 @@ class TrlRewardFunction:
         if not samples:
             return []
         batch = self.cache.get(samples)
-        return [score.value for score in batch.scores[self.alias]]
+        return list(batch.gated[self.alias])
 
     def __repr__(self) -> str:
         return f"<TRL reward function {self.alias!r}>"
 
 
-def trl_reward_functions(composite: BatchReward) -> tuple[list[TrlRewardFunction], list[float]]:
-    """`(reward_funcs, reward_weights)` for `GRPOTrainer(reward_funcs=...)` and `GRPOConfig(reward_weights=...)`."""
-    cache = BatchCache(composite)
+def trl_reward_functions(composite: BatchReward,
+                         group_size: int | None = None) -> tuple[list[TrlRewardFunction], list[float]]:
+    """`(reward_funcs, reward_weights)` for `GRPOTrainer(reward_funcs=...)` and `GRPOConfig(reward_weights=...)`.
+
+    `group_size` (TRL's `num_generations`) cuts each batch into consecutive groups; by default the
+    rows sharing a prompt are a group."""
+    cache = BatchCache(composite, group_size=group_size)
     return [TrlRewardFunction(alias, cache) for alias in composite.aliases], list(composite.weights)
+
+
+def trl_config_kwargs(composite: BatchReward) -> dict[str, Any]:
+    """The `GRPOConfig` settings that make TRL combine the functions as the spec says."""
+    aggregation = "normalize_then_sum" if composite.spec.aggregate == "normalize_then_sum" else "sum_then_normalize"
+    return {"reward_weights": list(composite.weights), "multi_objective_aggregation": aggregation}
 
