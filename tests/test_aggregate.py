@@ -138,7 +138,7 @@ def test_gates_chain_in_dependency_order_whatever_the_listing_order(registry):
 @pytest.mark.parametrize(("gate", "message"), [
     ({"on": "nope", "min": 1}, "scorers[1].gate.on: gate on unknown scorer 'nope'"),
     ({"on": "c", "min": 1}, "scorers[1].gate.on: scorer 'c' cannot be gated on itself"),
-    ({"on": "f"}, "scorers[1].gate: Value error, a gate needs 'min', 'max' or both"),
+    ({"on": "f"}, "scorers[1].gate: a gate needs 'min', 'max' or both"),
     ({"on": "f", "min": 2, "max": 1}, "could never open"),
     ({"on": "f", "min": 1, "else": 0}, "scorers[1].gate.else: unknown field"),
 ])
