@@ -59,7 +59,7 @@ def test_chat_prompts_use_the_template_and_scorers_get_conversational_completion
     assert trainer.train_ids[0] == trainer.tokenizer(text, add_special_tokens=False)["input_ids"]
     seen = []
     score = trainer.reward.score
-    trainer.reward.score = lambda samples: seen.extend(samples) or score(samples)  # a spy; real scorers run
+    trainer.reward.score = lambda samples, *rest: seen.extend(samples) or score(samples, *rest)  # a spy; real scorers run
     trainer.make_rollout()
     assert len(seen) == 4
     for sample in seen:
