@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,47 +10,8 @@ import torch
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.loss import CompletionLogprobs, grpo_loss, selective_logprobs
 
-trl_grpo = pytest.importorskip("trl.trainer.grpo_trainer", reason="TRL (the `trl` extra) is needed for parity")
-
-
-def make_batch(seed: int = 0, b: int = 6, c: int = 7) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    logps = torch.rand(b, c, generator=g).clamp(min=0.05).log()                   # (B, C)
-    lengths = torch.tensor([c, 1, 3, c - 1, 5, 2][:b])
-    mask = (torch.arange(c)[None, :] < lengths[:, None]).long()                   # (B, C)
-    return {
-        "logps": logps,
-        "old": logps + 0.3 * torch.randn(b, c, generator=g),  # far enough for both clips to bind
-        "ref": logps + 0.5 * torch.randn(b, c, generator=g),
-        "adv": torch.tensor([1.5, -0.7, 0.0, 0.9, -1.2, 0.4][:b]),
-        "mask": mask,
-    }
-
-
-def trl_loss(batch: dict[str, torch.Tensor], logps: torch.Tensor, *, loss_type: str, beta: float, level: str,
-             eps: float, eps_high: float, accum: int, max_len: int, num_items: float,
-             with_old: bool) -> tuple[torch.Tensor, dict]:
-    """TRL 1.16's own `GRPOTrainer._compute_loss`, called on a stub holding just what it reads."""
-    b, c = batch["mask"].shape
-    accelerator = SimpleNamespace(num_processes=1, reduce=lambda t, reduction="sum": t, gather=lambda t: t,
-                                  gather_for_metrics=lambda t: t)
-    stub = SimpleNamespace(
-        _get_per_token_logps_and_entropies=lambda *a, **k: (logps, torch.zeros_like(logps), None),
-        top_entropy_quantile=1.0, off_policy_mask_threshold=None, importance_sampling_level=level, beta=beta,
-        loss_type=loss_type, epsilon_low=eps, epsilon_high=eps_high, use_vllm=False,
-        vllm_importance_sampling_correction=False, model=SimpleNamespace(training=True),
-        current_gradient_accumulation_steps=accum, max_completion_length=max_len, accelerator=accelerator,
-        _entropy_bonus_enabled=False, aux_loss_enabled=False, _metrics=defaultdict(lambda: defaultdict(list)),
-        args=SimpleNamespace(use_bias_correction_kl=False, delta=None, steps_per_generation=accum),
-    )
-    inputs = {"prompt_ids": torch.zeros(b, 2, dtype=torch.long), "prompt_mask": torch.ones(b, 2, dtype=torch.long),
-              "completion_ids": torch.zeros(b, c, dtype=torch.long), "completion_mask": batch["mask"],
-              "advantages": batch["adv"], "ref_per_token_logps": batch["ref"],
-              "num_items_in_batch": torch.tensor(num_items)}
-    if with_old:
-        inputs["old_per_token_logps"] = batch["old"]
-    loss = trl_grpo.GRPOTrainer._compute_loss(stub, None, inputs)
-    return loss, stub._metrics["train"]
+pytest.importorskip("trl.trainer.grpo_trainer", reason="TRL (the `trl` extra) is needed for parity")
+from _trl_loss import make_batch, trl_loss  # noqa: E402 - needs TRL
 
 
 CASES = list(itertools.product(["grpo", "bnpo", "dr_grpo", "dapo"], ["token", "sequence"], [0.0, 0.04], [True, False]))
