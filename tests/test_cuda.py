@@ -26,7 +26,8 @@ from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.config import validate_config
 from grpo_core.loss import CompletionLogprobs, grpo_loss, selective_logprobs
 from grpo_core.metrics import read_metrics
-from grpo_core.rollout import encode_prompts, generate, generation_config, left_pad
+from grpo_core.prompts import Prompts
+from grpo_core.rollout import generate, generation_config, left_pad
 from grpo_core.trainer import train
 
 pytestmark = pytest.mark.cuda
@@ -154,7 +155,7 @@ def test_greedy_decoding_with_kv_cache_equals_hf_generate(device):
     # Kernels that sum in another order may break a float32 near-tie differently: few enough tokens that one is
     # unlikely, enough to cover the prompt pass, the cache growing and rows ending at different steps.
     prompts = ["1+2=", "33+4=", "5=", "a b c", "987+65="] * (2 if big else 1)
-    rows = encode_prompts(prompts, tokenizer, 16)
+    rows = Prompts(tokenizer, 16).encode(prompts)
     ids, mask = left_pad(rows, tokenizer.pad_token_id, device)
     eos = torch.tensor([tokenizer.eos_token_id], device=device)
     config = generation_config(tokenizer, [tokenizer.eos_token_id], 32 if big else 12, False, 1.0, 1.0, 0)
