@@ -14,7 +14,7 @@ IS_ROOT = os.geteuid() == 0
 
 
 def sandbox_uids(sandbox: LocalSandbox) -> set[int]:
-    return {z.uid for z in sandbox._zygotes if z.uid is not None}
+    return set(sandbox.uids)
 
 
 def processes_of(uids: set[int]) -> list[tuple[int, str]]:
@@ -45,5 +45,15 @@ def assert_nothing_left(sandbox: LocalSandbox, wait_s: float = 3.0) -> None:
     assert processes_of(uids) == []
 
 
+def running(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def zygotes_alive(sandbox: LocalSandbox) -> bool:
-    return all(z.proc.poll() is None for z in sandbox._zygotes)
+    """The pool's zygote and every worker (each a small process forking the runs) are running."""
+    return all(running(pid) for pid in [sandbox._pool.zygote_pid, *sandbox.pids])

@@ -200,7 +200,7 @@ def test_a_forked_child_that_drops_the_scorer_leaves_the_parents_workers_alone(s
     import gc
     import multiprocessing
 
-    from grpo_rewards.workers import _shutdown
+    from grpo_rewards.procpool.pool import _shutdown
 
     scorer.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])
     pids = list(scorer._pool.pids) + [scorer._pool.zygote_pid]

@@ -12,7 +12,7 @@ import pytest
 
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.math import MathAccuracy
-from grpo_rewards.workers import WorkerPool
+from grpo_rewards.procpool import WorkerPool
 
 LIMIT_S = 1.0
 random.seed(1234)
@@ -211,9 +211,9 @@ def test_pool_that_cannot_start_reports_unavailable():
 
 
 def test_without_linux_the_scorer_says_what_is_missing_instead_of_scoring(monkeypatch):
-    from grpo_rewards import workers
+    from grpo_rewards.procpool import pool
 
-    monkeypatch.setattr(workers.sys, "platform", "darwin")
+    monkeypatch.setattr(pool.sys, "platform", "darwin")
     with MathAccuracy() as scorer:
         [score] = scorer.score([Sample("q", "The answer is $\\boxed{2}$.", {"answer": "2"})])
     assert score.value is None and score.info["reason"] == "worker unavailable"
@@ -287,7 +287,7 @@ def test_a_dead_parent_leaves_no_zygote_and_no_worker_behind():
     import sys
 
     code = ("import json, os, sys\n"
-            "from grpo_rewards.workers import WorkerPool\n"
+            "from grpo_rewards.procpool import WorkerPool\n"
             "pool = WorkerPool('builtins:eval', size=2, memory_mb=256)\n"
             "assert pool.map([['1'], ['2']], 5)\n"
             "print(json.dumps([pool.zygote_pid] + pool.pids), flush=True)\n"

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, zygotes_alive
+from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, running, zygotes_alive
 
 from grpo_rewards.registry import get_registry
 from grpo_rewards.sandbox import check
@@ -142,9 +142,9 @@ def test_required_layer_missing_gives_infra():
 def test_close_stops_every_zygote():
     sb = LocalSandbox(workers=2)
     sb.layers()
-    procs = [z.proc for z in sb._zygotes]
+    pids = [sb._pool.zygote_pid, *sb.pids]
     sb.close()
-    assert all(p.poll() is not None for p in procs)
+    assert not any(running(pid) for pid in pids)
     sb.close()  # twice is fine
 
 

@@ -1,42 +1,40 @@
-"""The local layered sandbox: a pool of zygote processes (see zygote.py) behind `SandboxBackend`.
+"""The local layered sandbox: a process pool (see `grpo_rewards/procpool`) whose workers isolate
+themselves and fork one child per execution (see executor.py), behind `SandboxBackend`.
 
-Each zygote is a fresh `python -I zygote.py` started with `subprocess` (posix_spawn/vfork: the
-training process is never copied) and an empty environment; it forks one child per execution.
-This side hands jobs to idle zygotes, enforces a backstop deadline in case a zygote itself
-stops answering, and replaces any zygote that dies. A zygote that dies mid-run gets the job
-again on its replacement; dying twice on the same program is that program's doing (`error`),
-a zygote that stops answering is `infra` (scorers map it to None, never to 0).
+The pool's zygote is a fresh `python -I` interpreter (posix_spawn/vfork: the training process is
+never copied) with an empty environment that never imports the project. Each worker enforces its
+runs' wall clock itself; the pool steps in only `BACKSTOP_S` later, in case a worker stops
+answering (`infra`: scorers map it to None, never to 0). A worker that dies mid-run is replaced
+and the job runs again on its replacement; dying twice on the same program is that program's
+doing (`error`).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import secrets
-import subprocess
 import sys
 import threading
-import time
-import weakref
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.procpool import TaskResult, WorkerPool
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 
 log = logging.getLogger(__name__)
 
-ZYGOTE_PATH = str(Path(__file__).with_name("zygote.py"))
+SANDBOX_DIR = str(Path(__file__).resolve().parent)
 STARTUP_TIMEOUT_S = 60.0
-# The zygote enforces each run's wall clock itself; this side only steps in this much later.
+# The worker enforces each run's wall clock itself; the pool only steps in this much later.
 BACKSTOP_S = 10.0
+# Jobs sent ahead to each worker: the next one is already in its socket when a run ends.
+PIPELINE = 2
 
 # What each layer protects; what it means when missing is the same sentence negated.
 LAYERS = {
@@ -72,54 +70,12 @@ def _is_python_dir(path: str) -> bool:
     return name in ("site-packages", "dist-packages", "lib-dynload") or name.startswith("python3")
 
 
-class _Zygote:
-    """One zygote process, seen from the pool."""
-
-    def __init__(self, uid: int | None, scratch_mb: int) -> None:
-        to_child, from_parent = os.pipe()[::-1]  # (write end, read end)
-        from_child, to_parent = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", ZYGOTE_PATH], stdin=from_parent, stdout=to_parent, stderr=subprocess.DEVNULL,
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd="/", close_fds=True, start_new_session=True,
-        )
-        os.close(from_parent)
-        os.close(to_parent)
-        self.requests = Connection(to_child, readable=False)
-        self.replies = Connection(from_child, writable=False)
-        self.uid = uid
-        self.started = time.monotonic()
-        self.info: dict | None = None  # the zygote's "ready" report
-        self.jobs: deque[int] = deque()  # job indices sent and not answered, oldest (running) first
-        self.deadline = 0.0  # backstop for the oldest
-        self.requests.send({"uid": uid, "parent": os.getpid(), "scratch_mb": scratch_mb,
-                            "read_paths": default_read_paths()})
-
-    def send(self, job_id: int, job: Job) -> bool:
-        try:
-            self.requests.send(("run", job_id, {"code": job.code, "stdin": job.stdin, "limits": asdict(job.limits)}))
-            return True
-        except (OSError, ValueError):
-            return False
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, 9)
-        except OSError:
-            pass
-        for conn in (self.requests, self.replies):
-            conn.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-
-
 class LocalSandboxParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    workers: int | None = Field(None, ge=1, le=256, description="Zygote processes, each running one program "
+    workers: int | None = Field(None, ge=1, le=256, description="Worker processes, each running one program "
                                 "at a time; null: min(4, CPU count).")
-    scratch_mb: int = Field(128, ge=8, le=65536, description="Size of each zygote's private /tmp tmpfs, MB.")
+    scratch_mb: int = Field(128, ge=8, le=65536, description="Size of each worker's private /tmp tmpfs, MB.")
     require: list[str] = Field(default_factory=list, description="Layers that must be active (see `grpo-rewards "
                                "sandbox-check`); while one is missing every run is `infra`.")
 
@@ -143,204 +99,112 @@ class LocalSandbox(SandboxBackend):
         self.size = self.params.workers or max(1, min(4, os.cpu_count() or 1))
         self.scratch_mb = self.params.scratch_mb
         self.require = tuple(self.params.require)
-        # One random non-root uid per zygote slot: RLIMIT_NPROC counts per uid, so runs in
-        # different slots (or different pools on one host) never share a process budget.
-        base = 1_000_000 + secrets.randbelow(1 << 30)
-        self._uids = [base + i if os.geteuid() == 0 else None for i in range(self.size)]
-        self._zygotes: list[_Zygote] = []
+        self._pool = _executor_pool(self.size, self.scratch_mb)
+        self._report: dict | None = None  # the first worker's ("layers",) answer
         self._lock = threading.Lock()
-        self._pid = os.getpid()
         self._warned = False
-        self.restarts = 0
-        weakref.finalize(self, _kill_all, self._zygotes)
-        atexit.register(_kill_all, self._zygotes)
 
     # ---- public ---------------------------------------------------------------------------
 
     def layers(self) -> dict[str, str]:
         """Layer name -> "" when active on this host, else why not. Starts the pool if needed."""
-        with self._lock:
-            self._ensure()
-            self._wait_ready()
-            for z in self._zygotes:
-                if z.info is not None:
-                    return {"zygote": "", **z.info["layers"]}
-        return {"zygote": "no zygote process could be started"}
+        report = self._layer_report()
+        if report is None:
+            return {"zygote": "no zygote process could be started"}
+        return {"zygote": "", **report["layers"]}
 
     @property
     def pids(self) -> list[int]:
-        return [z.proc.pid for z in self._zygotes]
+        """The workers' pids (each one's runs are its children)."""
+        return self._pool.pids
+
+    @property
+    def uids(self) -> list[int]:
+        """The uids the runs get (running as root), one per worker slot."""
+        return [u for u in self._pool.program.worker_args["uids"] if u is not None]
+
+    @property
+    def restarts(self) -> int:
+        return self._pool.restarts
 
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
         return self.run_many([Job(code, stdin or "", limits or Limits())])[0]
 
     def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
-        with self._lock:
-            try:
-                self._ensure()
-                return _Batch(self, list(jobs)).run()
-            except OSError as exc:  # e.g. no process could be spawned: the host, not the programs
-                return [ExecResult("infra", detail=f"sandbox pool: {exc}") for _ in jobs]
+        jobs = list(jobs)
+        try:
+            report = self._layer_report()
+            if report is None:
+                return [ExecResult("infra", detail="no sandbox worker could be started") for _ in jobs]
+            missing = [n for n in self.require if report["layers"].get(n, "missing") != ""]
+            if missing:
+                detail = f"required sandbox layer(s) not active: {', '.join(missing)}"
+                return [ExecResult("infra", detail=detail) for _ in jobs]
+            return self._run_twice_at_most(jobs)
+        except (OSError, RuntimeError) as exc:  # e.g. no process could be spawned: the host, not the programs
+            return [ExecResult("infra", detail=f"sandbox pool: {exc}") for _ in jobs]
 
     def close(self) -> None:
+        self._pool.close()
+
+    # ---- through the pool -----------------------------------------------------------------
+
+    def _run_twice_at_most(self, jobs: list[Job]) -> list[ExecResult]:
+        """A worker that dies mid-run is not attributable yet: the job runs again on a fresh one."""
+        results: list[ExecResult | None] = [None] * len(jobs)
+        todo = list(range(len(jobs)))
+        for attempt in (1, 2):
+            chunks = [[("run", {"code": jobs[i].code, "stdin": jobs[i].stdin, "limits": asdict(jobs[i].limits)})]
+                      for i in todo]
+            outcomes = self._pool.map(chunks, [jobs[i].limits.wall_s + BACKSTOP_S for i in todo])
+            retry = []
+            for i, [outcome] in zip(todo, outcomes, strict=True):
+                if outcome.status == "died" and attempt == 1:
+                    retry.append(i)
+                else:
+                    results[i] = _exec_result(outcome)
+            todo = retry
+        return [r or ExecResult("infra", detail="lost") for r in results]
+
+    def _layer_report(self) -> dict | None:
         with self._lock:
-            if self._pid == os.getpid():
-                _kill_all(self._zygotes)
-            self._zygotes.clear()
+            if self._report is None:
+                [[outcome]] = self._pool.map([[("layers",)]], STARTUP_TIMEOUT_S)
+                if outcome.status == "ok":
+                    self._report = outcome.value
+                    self._warn_missing(outcome.value["layers"])
+            return self._report
 
-    # ---- pool management ------------------------------------------------------------------
-
-    def _ensure(self) -> None:
-        if self._pid != os.getpid():  # a forked child: those zygotes belong to the parent
-            self._zygotes.clear()
-            self._pid = os.getpid()
-        alive = [z for z in self._zygotes if z.proc.poll() is None]
-        for z in self._zygotes:
-            if z not in alive:
-                z.kill()
-        self._zygotes[:] = alive
-        used = {z.uid for z in alive}
-        for uid in self._uids:
-            if len(self._zygotes) >= self.size:
-                break
-            if uid is None or uid not in used:
-                self._zygotes.append(_Zygote(uid, self.scratch_mb))
-                used.add(uid)
-
-    def _wait_ready(self) -> None:
-        for z in self._zygotes:
-            if z.info is None and z.replies.poll(max(0.0, z.started + STARTUP_TIMEOUT_S - time.monotonic())):
-                self._on_message(z)
-
-    def _on_message(self, z: _Zygote):
-        """Read one message; returns it, or None when the zygote is gone."""
-        try:
-            msg = z.replies.recv()
-        except (EOFError, OSError):
-            return None
-        if msg[0] == "ready":
-            z.info = msg[1]
-            self._check_layers(msg[1]["layers"])
-        return msg
-
-    def _check_layers(self, layers: dict[str, str]) -> None:
+    def _warn_missing(self, layers: dict[str, str]) -> None:
         missing = {n: why for n, why in layers.items() if why and not why.startswith("n/a")}
         if missing and not self._warned:
             self._warned = True
             log.warning("sandbox layers missing on this host (see `grpo-rewards sandbox-check`): %s",
                         "; ".join(f"{n}: {why}" for n, why in missing.items()))
 
-    def _missing_required(self, z: _Zygote) -> list[str]:
-        return [n for n in self.require if (z.info or {}).get("layers", {}).get(n, "missing") != ""]
 
-    def _replace(self, z: _Zygote) -> None:
-        z.kill()
-        self._zygotes.remove(z)
-        self.restarts += 1
-        # The replacement reuses the uid and starts by killing whatever still runs under it.
-        self._zygotes.append(_Zygote(z.uid, self.scratch_mb))
-
-
-def _kill_all(zygotes: list[_Zygote]) -> None:
-    for z in zygotes:
-        z.kill()
-    zygotes.clear()
+def _executor_pool(size: int, scratch_mb: int) -> WorkerPool:
+    # One random non-root uid per worker slot (kept by its replacement, which first kills whatever
+    # still runs under it): RLIMIT_NPROC counts per uid, so runs in different slots (or different
+    # pools on one host) never share a process budget.
+    base = 1_000_000 + secrets.randbelow(1 << 30)
+    uids = [base + i if os.geteuid() == 0 else None for i in range(size)]
+    return WorkerPool("executor:run_task", size, memory_mb=None, init="executor:preload",
+                      startup_timeout_s=STARTUP_TIMEOUT_S, pipeline=PIPELINE, start_allowance_s=STARTUP_TIMEOUT_S,
+                      worker_init="executor:start", after="executor:cleanup", path=(SANDBOX_DIR,),
+                      worker_args={"uids": uids, "scratch_mb": scratch_mb, "read_paths": default_read_paths()},
+                      isolated=True, interrupt=False)
 
 
-class _Batch:
-    """One `run_many` call: dispatch to zygotes, collect, enforce the backstop deadline.
-
-    Each zygote holds up to PIPELINE jobs: the next one is already in its pipe when a run
-    ends, so no round trip through this process sits between two runs."""
-
-    PIPELINE = 2
-
-    def __init__(self, pool: LocalSandbox, jobs: list[Job]) -> None:
-        self.pool, self.jobs = pool, jobs
-        self.results: list[ExecResult | None] = [None] * len(jobs)
-        self.queue = deque(range(len(jobs)))
-        self.attempts = [0] * len(jobs)
-        self.failed_starts = 0
-
-    def run(self) -> list[ExecResult]:
-        while self.queue or any(z.jobs for z in self.pool._zygotes):
-            self._dispatch()
-            if not any(z.jobs or z.info is None for z in self.pool._zygotes):
-                break  # nothing alive can take the queued jobs
-            self._wait()
-        for i in self.queue:
-            self.results[i] = ExecResult("infra", detail="no sandbox worker could be started")
-        return [r or ExecResult("infra", detail="lost") for r in self.results]
-
-    def _dispatch(self) -> None:
-        for _ in range(self.PIPELINE):
-            for z in list(self.pool._zygotes):
-                if not self.queue or z.info is None or len(z.jobs) >= self.PIPELINE:
-                    continue
-                missing = self.pool._missing_required(z)
-                if missing:
-                    while self.queue:
-                        self.results[self.queue.popleft()] = ExecResult(
-                            "infra", detail=f"required sandbox layer(s) not active: {', '.join(missing)}")
-                    return
-                i = self.queue.popleft()
-                if not z.jobs:
-                    self._start_clock(z, i)
-                z.jobs.append(i)
-                if not z.send(i, self.jobs[i]):
-                    self._lost(z)
-
-    def _start_clock(self, z: _Zygote, i: int) -> None:
-        z.deadline = time.monotonic() + self.jobs[i].limits.wall_s + BACKSTOP_S
-        self.attempts[i] += 1
-
-    def _wait(self) -> None:
-        now = time.monotonic()
-        deadlines = [z.deadline if z.info else z.started + STARTUP_TIMEOUT_S for z in self.pool._zygotes
-                     if z.jobs or z.info is None]
-        timeout = max(0.0, min(deadlines, default=now + 1) - now)
-        by_conn = {z.replies: z for z in self.pool._zygotes}
-        for conn in wait(list(by_conn), timeout):
-            z = by_conn[conn]
-            if z not in self.pool._zygotes:
-                continue
-            msg = self.pool._on_message(z)
-            if msg is None:
-                self._lost(z)
-            elif msg[0] == "result" and z.jobs and msg[1] == z.jobs[0]:
-                self.results[z.jobs.popleft()] = ExecResult(**msg[2])
-                if z.jobs:
-                    self._start_clock(z, z.jobs[0])
-        now = time.monotonic()
-        for z in list(self.pool._zygotes):
-            if z.jobs and now > z.deadline:
-                self.results[z.jobs.popleft()] = ExecResult("infra", detail="the sandbox worker stopped answering")
-                self._requeue_waiting(z)
-                self.pool._replace(z)
-            elif z.info is None and now > z.started + STARTUP_TIMEOUT_S:
-                self._lost(z)
-
-    def _requeue_waiting(self, z: _Zygote) -> None:
-        """Jobs queued behind the running one never started: they go back to the queue as they were."""
-        self.queue.extendleft(reversed(z.jobs))
-        z.jobs.clear()
-
-    def _lost(self, z: _Zygote) -> None:
-        """The zygote died (or could not be written to)."""
-        if z.jobs:
-            i = z.jobs.popleft()
-            self._requeue_waiting(z)
-            if self.attempts[i] < 2:
-                self.queue.appendleft(i)  # not attributable yet: run it again on a fresh zygote
-            else:
-                self.results[i] = ExecResult("error", detail="the sandbox worker died twice running this program")
-        elif z.info is None:
-            self.failed_starts += 1
-            if self.failed_starts >= self.pool.size:
-                z.kill()
-                self.pool._zygotes.remove(z)
-                return
-        self.pool._replace(z)
+def _exec_result(outcome: TaskResult) -> ExecResult:
+    if outcome.status == "ok":
+        return ExecResult(**outcome.value)
+    detail = {
+        "died": "the sandbox worker died twice running this program",
+        "timeout": "the sandbox worker stopped answering",
+        "unavailable": f"no sandbox worker could be started {outcome.detail}".strip(),
+    }.get(outcome.status, f"sandbox worker: {outcome.status} {outcome.detail}".strip())
+    return ExecResult("error" if outcome.status == "died" else "infra", detail=detail)
 
 
 @hookimpl

@@ -1,18 +1,22 @@
-"""Helpers of the sandbox zygote that need no zygote state: limits, pipes, the verdict, and
+"""Helpers of the sandbox executor that need no executor state: limits, pipes, the verdict, and
 running a program as `python main.py` would inside the forked interpreter.
 
-Standard library only, imported by zygote.py as a sibling module (the zygote never imports
-the project).
+Standard library only, imported by executor.py as a sibling module (the sandbox's zygote never
+imports the project).
 """
 
 from __future__ import annotations
 
+import atexit
+import builtins
+import fcntl
+import io
 import os
-import pickle
 import signal
-import struct
 import sys
 import time
+import traceback
+import types
 
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 DEVICES = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
@@ -60,8 +64,6 @@ def stdin_fd(data: str) -> int:
 
 def grow_pipe(fd: int, size: int) -> None:
     """Make the pipe hold `size` bytes where the host allows (fcntl F_SETPIPE_SZ)."""
-    import fcntl
-
     for attempt in (min(size, 1 << 24), 1 << 20, 1 << 16):
         try:
             fcntl.fcntl(fd, 1031, attempt)  # F_SETPIPE_SZ
@@ -75,15 +77,6 @@ def close_quietly(fd: int) -> None:
         os.close(fd)
     except OSError:
         pass
-
-
-def close_fds_except(keep: set[int]) -> None:
-    top = 3
-    for fd in sorted(keep | {2}):
-        if fd > top:
-            os.closerange(top, fd)
-        top = max(top, fd + 1)
-    os.closerange(top, 1 << 16)
 
 
 def status_lines(buf: bytes) -> dict:
@@ -138,12 +131,6 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
 
 def run_main(path: str) -> int:
     """Run the program as `python main.py` would, inside this forked interpreter."""
-    import atexit
-    import builtins
-    import io
-    import traceback
-    import types
-
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
@@ -188,32 +175,3 @@ def exit_code(value) -> int:
     except BaseException:  # noqa: BLE001
         pass
     return 1
-
-
-class Frames:
-    """Length-prefixed pickles, byte-compatible with multiprocessing.connection.Connection."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.read_fd, self.write_fd = read_fd, write_fd
-
-    def _read(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            part = os.read(self.read_fd, n - len(buf))
-            if not part:
-                raise EOFError
-            buf += part
-        return buf
-
-    def recv(self):
-        (size,) = struct.unpack("!i", self._read(4))
-        if size == -1:
-            (size,) = struct.unpack("!Q", self._read(8))
-        return pickle.loads(self._read(size))
-
-    def send(self, obj) -> None:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        header = struct.pack("!i", len(data)) if len(data) < 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
-        view = memoryview(header + data)
-        while view:
-            view = view[os.write(self.write_fd, view):]

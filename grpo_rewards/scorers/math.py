@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards import extract
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.procpool import TaskResult, WorkerPool
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.math_check import CheckOptions, numeral
-from grpo_rewards.workers import TaskResult, WorkerPool
 
 Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number", "whole"]
 # Answers sent to a worker in one message with their gold (see `_chunks`).

@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from grpo_rewards.scorers import math_patches
-from grpo_rewards.workers import SoftTimeout
+from grpo_rewards.procpool import SoftTimeout
 
 _GOLD_CACHE_SIZE = 1024
 _ANSWER_CACHE_SIZE = 4096

@@ -1,10 +1,13 @@
-"""The sandbox zygote: a small long-lived process that forks one child per execution.
+"""The sandbox's part of each pool worker: isolate it once, then fork one child per execution.
 
-Started by `LocalSandbox` as `python -I zygote.py` with an empty environment: it imports only
-the standard library and `layers.py` (never the project or torch), so forking it costs a
-millisecond or two where forking a training process costs >100 ms.
+The local sandbox's pool (see `grpo_rewards/procpool`) starts its zygote as `python -I` with an
+empty environment and finds this module and its siblings on the zygote's path as top-level
+modules: only the standard library, `layers.py`, `runner.py` and the pool's own `zygote.py` are
+ever imported (never the project or torch), so forking costs a millisecond or two where forking
+a training process costs >100 ms. The zygote imports `PRELOAD` once (`preload`); each worker it
+forks becomes one executor (`start`, with its slot's uid) and runs jobs (`run_task`).
 
-Per zygote, once: private network, IPC and UTS namespaces (no network at all), a private mount
+Per worker, once: private network, IPC and UTS namespaces (no network at all), a private mount
 namespace with size-capped empty tmpfs on /tmp, /var/tmp and /dev/shm, and an empty tmpfs over
 every directory that the sandbox uid cannot traverse (root's home, which holds this Python)
 with only the Python installation bound back read-only.
@@ -12,11 +15,7 @@ Per execution: fork the program as PID 1 of a new PID namespace, so that killing
 everything it started (daemons too). The program then gets: a fresh dir as cwd, a cleared
 environment, stdin from a memfd or /dev/null, only fds 0-2, rlimits (hard = soft), a non-root
 uid, a parent-death signal, no_new_privs, Landlock and a seccomp filter; then its code runs in
-this (forked) interpreter. The zygote enforces the wall clock and the output cap.
-
-Protocol: pickled frames on fds 0 (requests) and 1 (replies), framed as `multiprocessing.connection`
-frames them (the pool side uses that class). Not imported here: it pulls in `threading`, and a
-process that has imported `threading` forks slower (measured here: ~1.3 ms -> ~3.5 ms).
+this (forked) interpreter. The worker enforces the wall clock and the output cap.
 """
 
 from __future__ import annotations
@@ -26,15 +25,12 @@ import os
 import select
 import shutil
 import signal
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import layers  # noqa: E402  (stdlib-only siblings, imported without the package)
-import runner  # noqa: E402
-
-del sys.path[0]
+import layers  # noqa: I001  (stdlib-only siblings, top-level modules in the sandbox's zygote)
+import runner
+import zygote
 
 # Modules the programs commonly import, loaded once here so that each forked child has them
 # already (imports after the uid drop can also only read what Landlock allows).
@@ -47,7 +43,9 @@ POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
 
-class Zygote:
+class Executor:
+    """One pool worker's sandbox: its namespaces, its uid, and the runs it forks."""
+
     def __init__(self, init: dict) -> None:
         self.uid: int | None = init.get("uid")
         self.root = os.geteuid() == 0
@@ -59,12 +57,11 @@ class Zygote:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         self.per_run: set[str] = set()
         self.leftover = ""
+        self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
-    # ---- once per zygote ------------------------------------------------------------------
+    # ---- once per worker -------------------------------------------------------------------
 
-    def setup(self) -> dict:
-        for name in PRELOAD.split():
-            __import__(name)
+    def setup(self) -> None:
         if not self.root:
             self.layers["uid"] = "n/a: not root, programs keep this user's uid"
             self._try("user_namespace", self._user_namespace)
@@ -85,15 +82,11 @@ class Zygote:
         if self.layers["private_tmp"] and self.scratch == "/tmp":
             self.scratch = tempfile.mkdtemp(prefix="grpo-sandbox-")  # on the host: removed at exit
         self.landlock_abi = layers.landlock_abi()
-        try:
-            layers._seccomp_fprog()  # build the filter once, here, for every forked run
-        except OSError:
-            pass  # the probe reports it
         self._probe()
         if self.uid is not None:
-            self._sweep_uid()  # a previous zygote with this uid may have died mid-run
-        return {"layers": self.layers, "uid": self.uid, "pid": os.getpid(),
-                "landlock": layers.landlock_features(self.landlock_abi)}
+            self._sweep_uid()  # a previous worker with this uid may have died mid-run
+        self.report = {"layers": self.layers, "uid": self.uid, "pid": os.getpid(),
+                       "landlock": layers.landlock_features(self.landlock_abi)}
 
     def _try(self, name: str, action) -> bool:
         try:
@@ -261,7 +254,7 @@ class Zygote:
         os.setpgid(0, 0)
         for target, fd in ((0, stdin_fd), (1, pipes[0][1]), (2, pipes[1][1])):
             os.dup2(fd, target)
-        runner.close_fds_except({0, 1, 2, status_w})
+        zygote.close_fds_except({0, 1, 2, status_w})
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
@@ -392,33 +385,36 @@ class Zygote:
             self._sweep_uid()
 
 
-def main() -> None:
-    conn = runner.Frames(os.dup(0), os.dup(1))
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    init = conn.recv()
-    layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != init["parent"]:
-        return  # the pool died while we started
-    zygote = Zygote(init)
-    conn.send(("ready", zygote.setup()))
-    while True:
-        try:
-            kind, job_id, job = conn.recv()
-        except (EOFError, OSError):
-            break
-        if kind == "stop":
-            break
-        try:
-            result = zygote.run(job)
-        except Exception as exc:  # noqa: BLE001 - the zygote must answer every job
-            result = runner.result("infra", detail=f"zygote error: {type(exc).__name__}: {exc}")
-        conn.send(("result", job_id, result))
-        zygote.cleanup()
-    if zygote.scratch != "/tmp":
-        shutil.rmtree(zygote.scratch, ignore_errors=True)
+_executor: Executor | None = None
 
 
-if __name__ == "__main__":
-    main()
+def preload() -> None:
+    """In the zygote, once: what every worker and every program inherits."""
+    for name in PRELOAD.split():
+        __import__(name)
+    try:
+        layers._seccomp_fprog()  # the filter, built once for every forked run
+    except OSError:
+        pass  # the probe reports it
+
+
+def start(slot: int, args: dict) -> None:
+    """In a new worker: become the executor of `slot` (its uid), isolated and probed."""
+    global _executor
+    _executor = Executor({"uid": args["uids"][slot], "scratch_mb": args["scratch_mb"], "read_paths": args["read_paths"]})
+    _executor.setup()
+
+
+def run_task(task: tuple) -> dict:
+    """("layers",): what `setup` found; ("run", job): the job's result."""
+    if task[0] == "layers":
+        return _executor.report
+    try:
+        return _executor.run(task[1])
+    except Exception as exc:  # noqa: BLE001 - every job gets an answer
+        return runner.result("infra", detail=f"sandbox worker error: {type(exc).__name__}: {exc}")
+
+
+def cleanup() -> None:
+    """After each reply has gone out: remove the run's files."""
+    _executor.cleanup()
