@@ -66,7 +66,9 @@ class Program:
     0..size-1, kept by a replacement). `after()` runs in the worker after each result has gone out.
     `isolated`: the zygote is `python -I` with an empty environment and never imports the project;
     its functions are then found on `path`. `interrupt`: a task at its limit is first interrupted
-    inside the worker (SoftTimeout), else only killed.
+    inside the worker (SoftTimeout), else only killed. `worker_session`: each worker starts a
+    session of its own; where the scheduler groups tasks by session (autogroup), each worker then
+    gets a CPU share as a separate program would, rather than the pool sharing one.
     """
 
     target: str
@@ -79,6 +81,7 @@ class Program:
     path: tuple[str, ...] = ()
     isolated: bool = False
     interrupt: bool = True
+    worker_session: bool = False
 
     def command(self) -> tuple[list[str], dict[str, str], str | None]:
         """The zygote's command line, environment and working directory."""
@@ -92,7 +95,7 @@ class Program:
     def init_message(self) -> dict:
         return {"target": self.target, "init": self.init, "prime": self.prime, "worker_init": self.worker_init,
                 "worker_args": self.worker_args, "after": self.after, "memory_mb": self.memory_mb,
-                "path": list(self.path), "parent": os.getpid()}
+                "path": list(self.path), "worker_session": self.worker_session, "parent": os.getpid()}
 
 
 def platform_gap() -> str | None:

@@ -149,7 +149,7 @@ class _Zygote:
 
     def __init__(self, control: socket.socket, init: dict) -> None:
         self.control, self.parent = control, init["parent"]
-        self.worker_args = init.get("worker_args")
+        self.worker_args, self.worker_session = init.get("worker_args"), init.get("worker_session")
         if init.get("memory_mb"):
             limit = int(init["memory_mb"]) * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -233,6 +233,8 @@ class _Zygote:
             return  # the zygote died while we forked
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if self.worker_session:
+            os.setsid()  # with scheduler autogroups, a session is a CPU share: one per worker
         # Only our socket: a worker holding the control socket would hide the zygote's exit from the pool.
         close_fds_except({sock_fd})
         failure = ""

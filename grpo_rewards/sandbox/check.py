@@ -1,6 +1,6 @@
 """`grpo-rewards sandbox-check`: which isolation layers the local sandbox has on this host.
 
-Starts one zygote (which probes every layer by applying it), prints one row per layer with
+Starts one sandbox worker (which probes every layer by applying it), prints one row per layer with
 what it protects, or what its absence means, and runs a few live checks through the sandbox.
 Always exits 0: a missing layer is information, not an error (`LocalSandbox(require=[...])`
 is how a deployment insists on one).
@@ -32,7 +32,7 @@ def layer_rows(layers: dict[str, str]) -> list[tuple[str, str, str]]:
     """(layer, state, meaning) for every known layer."""
     rows = []
     for name, protects in LAYERS.items():
-        why = layers.get(name, "not reported by the zygote")
+        why = layers.get(name, "not reported by the sandbox worker")
         if why == "":
             rows.append((name, "active", protects))
         elif why.startswith("n/a"):

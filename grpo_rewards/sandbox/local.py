@@ -40,7 +40,7 @@ PIPELINE = 2
 LAYERS = {
     "zygote": "programs are forked from a small separate process, never from the caller",
     "uid": "programs run as a fresh non-root uid: process limits bind and nothing of root's is writable",
-    "user_namespace": "as non-root: gives the zygote the right to create the other namespaces",
+    "user_namespace": "as non-root: gives the worker the right to create the other namespaces",
     "drop_caps": "as non-root in a user namespace: programs hold no capabilities in it",
     "net_namespace": "no network at all (not even 127.0.0.1), no shared IPC objects",
     "mount_namespace": "mounts below are private to the sandbox",
@@ -48,7 +48,7 @@ LAYERS = {
     "hidden_home": "directories the sandbox uid cannot enter (root's home) are replaced by empty ones",
     "pid_namespace": "each run is its own PID namespace: killing its init kills daemons and forks too",
     "rlimits": "address space, CPU seconds, processes, file size, open files, no core dumps (hard limits)",
-    "pdeathsig": "a program dies with its zygote even if every other kill misses it",
+    "pdeathsig": "a program dies with its worker even if every other kill misses it",
     "no_new_privs": "setuid binaries cannot raise privileges",
     "landlock": "filesystem: read only system/Python paths, write only the run's dir; TCP and signals out denied",
     "seccomp": "no namespaces, mounts, ptrace, eBPF, keyrings, perf, userfaultfd, io_uring or modules",
@@ -193,7 +193,7 @@ def _executor_pool(size: int, scratch_mb: int) -> WorkerPool:
                       startup_timeout_s=STARTUP_TIMEOUT_S, pipeline=PIPELINE, start_allowance_s=STARTUP_TIMEOUT_S,
                       worker_init="executor:start", after="executor:cleanup", path=(SANDBOX_DIR,),
                       worker_args={"uids": uids, "scratch_mb": scratch_mb, "read_paths": default_read_paths()},
-                      isolated=True, interrupt=False)
+                      isolated=True, interrupt=False, worker_session=True)
 
 
 def _exec_result(outcome: TaskResult) -> ExecResult:
