@@ -1,0 +1,75 @@
+"""The process pool's own options, as the local sandbox uses them: an isolated zygote that finds
+its functions on a path, per-worker set-up with slots kept by replacements, per-chunk limits,
+chunks pipelined to a worker and requeued when it is killed, and work after each reply."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grpo_rewards.procpool import WorkerPool
+
+pytestmark = pytest.mark.timeout(60)
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _pool(size: int = 1, **options) -> WorkerPool:
+    return WorkerPool("_procpool_tasks:evaluate", size, memory_mb=None, isolated=True, path=(TESTS_DIR,), **options)
+
+
+def test_an_isolated_zygote_imports_neither_the_project_nor_threading_and_hides_its_path():
+    pool = _pool()
+    try:
+        probe = "sorted(m for m in sys.modules if m.split('.')[0] in ('grpo_rewards', 'pydantic', 'threading'))"
+        [[modules, path, env]] = pool.map([[probe, f"{TESTS_DIR!r} in sys.path", "sorted(__import__('os').environ)"]], 5)
+        assert (modules.value, path.value) == ([], False)
+        assert env.value == ["LANG", "PATH"]  # the trainer's environment stays out
+    finally:
+        pool.close()
+
+
+def test_each_worker_is_set_up_for_its_slot_and_a_replacement_keeps_the_slot():
+    pool = _pool(2, worker_init="_procpool_tasks:remember_slot", worker_args={"uids": [7, 8]})
+    try:
+        assert sorted(c[0].value for c in pool.map([["SLOT"], ["SLOT"]], 5)) == [(0, {"uids": [7, 8]}),
+                                                                                (1, {"uids": [7, 8]})]
+        before = list(pool.pids)
+        [[died, _]] = pool.map([["__import__('os')._exit(0)", "1"]], 5)
+        assert died.status == "died" and pool.restarts == 1 and len(set(pool.pids) - set(before)) == 1
+        assert sorted(c[0].value[0] for c in pool.map([["SLOT"], ["SLOT"]], 5)) == [0, 1]
+    finally:
+        pool.close()
+
+
+def test_a_worker_whose_set_up_fails_answers_unavailable_with_the_reason():
+    pool = _pool(worker_init="_procpool_tasks:refuse")
+    try:
+        [results] = pool.map([["1", "2"]], 5)
+        assert [r.status for r in results] == ["unavailable", "unavailable"]
+        assert "ValueError: slot 0 refuses" in results[0].detail
+    finally:
+        pool.close()
+
+
+def test_pipelined_chunks_behind_a_killed_worker_run_on_its_replacement():
+    # Without interruption a task is only killed, at its own chunk's limit; the chunks already sent
+    # behind it never started, so they run on the replacement, not as not_run.
+    pool = _pool(pipeline=2, interrupt=False)
+    try:
+        hang = "__import__('time').sleep(30)"
+        results = pool.map([[hang], ["1"], ["2"]], [0.5, 5, 5])
+        assert [r[0].status for r in results] == ["timeout", "ok", "ok"]
+        assert [r[0].value for r in results[1:]] == [1, 2] and "killed after 0.5 s" in results[0][0].detail
+        assert (pool.kills, pool.restarts) == (1, 1)
+    finally:
+        pool.close()
+
+
+def test_work_after_each_reply_runs_once_per_task():
+    pool = _pool(after="_procpool_tasks:count_reply")
+    try:
+        [results] = pool.map([["REPLIES"] * 3], 5)
+        assert [r.value for r in results] == [0, 1, 2]
+    finally:
+        pool.close()
