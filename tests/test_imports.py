@@ -9,9 +9,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "grpo_rewards"
-# The process-pool files are being merged into one pool (issue 16, "One process pool"); their
-# deferred standard-library imports run in forked workers and are that change's to settle.
-NOT_YET = {"workers.py", "sandbox/runner.py"}
 
 
 def module_name(path: Path) -> str:
@@ -80,8 +77,7 @@ def test_no_import_circles_in_grpo_rewards():
     assert circles(graph) == []
 
 
-@pytest.mark.parametrize("path", sorted(p for p in MODULES.values()
-                                        if str(p.relative_to(PACKAGE)) not in NOT_YET), ids=str)
+@pytest.mark.parametrize("path", sorted(MODULES.values()), ids=str)
 def test_function_level_imports_are_third_party_and_say_why(path):
     lines = path.read_text().splitlines()
     for node in import_nodes(path):

@@ -1,10 +1,10 @@
-"""Linux isolation primitives for the sandbox zygote, through ctypes system calls.
+"""Linux isolation primitives for the sandbox workers, through ctypes system calls.
 
 Hand-written on ctypes rather than a binding from PyPI: the zygote must stay a small
 standard-library-only process (it is started with `python -I` and never imports the project,
 torch or anything heavy), and the calls are few (unshare, mount, prctl, capset, Landlock's three).
 Every function raises OSError with the call's name when the kernel refuses, so that the
-zygote's probe can say exactly which layer is missing and why.
+worker's probe can say exactly which layer is missing and why.
 """
 
 from __future__ import annotations
