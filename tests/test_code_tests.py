@@ -11,7 +11,8 @@ from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.sandbox.base import ExecResult, Limits, SandboxBackend
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.code import CodeTests
-from grpo_rewards.scorers.code_harness import compare_output, parse_reference, split_check
+from grpo_rewards.scorers.code_formats import parse_reference
+from grpo_rewards.scorers.code_harness import compare_output, split_check
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -163,7 +164,9 @@ def test_unscorable_references_and_odd_input(scorer):
     assert one(scorer, "print(1)", {}).value is None
     assert "entry_point" in one(scorer, "x", {"test": "def check(c): pass"}).info["reason"]
     assert one(scorer, "x", {"inputs": ["1"], "outputs": []}).value is None
-    assert "not supported" in one(scorer, "x", {"input_output": {"fn_name": "f", "inputs": [], "outputs": []}}).info["reason"]
+    assert "non-empty" in one(scorer, "x", {"input_output": {"fn_name": "f", "inputs": [], "outputs": []}}).info["reason"]
+    unknown = one(scorer, "x", {"question": "add two numbers", "answer": 3})
+    assert unknown.value is None and "accepted layout" in unknown.info["reason"] and "CodeContests" in unknown.info["reason"]
     assert one(scorer, "", ADD_TEST).value == 0.0
     odd = scorer.score([Sample("", None, ADD_TEST), Sample("", "\ud800 def add(a, b): pass", ADD_TEST),
                         Sample("", "x" * 300_000, ADD_TEST), Sample("", "print(1)", None)])
@@ -248,3 +251,71 @@ def test_split_keeps_statement_text_and_string_contents(scorer):
     assert suite.items[2].src == "assert c('p\\n  q') == 5"  # unparsed: re-indenting would change it
     s = one(scorer, "def n(s):\n    return len(s)", ref)
     assert [t["status"] for t in s.info["tests"]] == ["passed", "passed", "passed"]
+
+
+# ---- the program is a real module (issue 17) ---------------------------------------------------
+
+MODULE_CASES = {
+    "dataclass": "from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\ndef f(a):\n    return P(a).x",
+    "pickle": "import pickle\nclass P:\n    def __init__(self, x):\n        self.x = x\n"
+              "def f(a):\n    return pickle.loads(pickle.dumps(P(a))).x",
+    "namedtuple_enum_cache": "import enum, functools, typing\nclass C(enum.Enum):\n    A = 1\n"
+                             "class T(typing.NamedTuple):\n    x: int\n@functools.cache\ndef g(a):\n    return a\n"
+                             "def f(a):\n    return T(g(a)).x * C.A.value",
+    "type_hints_getsource": "import inspect, typing\ndef f(a: int) -> int:\n    assert typing.get_type_hints(f) == "
+                            "{'a': int, 'return': int}\n    assert 'def f' in inspect.getsource(f)\n    return a",
+    "main_guard_runs": "TABLE = {}\ndef f(a):\n    return TABLE[a]\nif __name__ == '__main__':\n"
+                       "    TABLE.update({1: 1, 2: 2})",
+    "relative_file": "open('data.txt', 'w').write('7')\ndef f(a):\n    return a + int(open('data.txt').read()) - 7",
+    "recursion_limit": "import sys\nsys.setrecursionlimit(5000)\ndef f(a, n=3000):\n    return a if n == 0 else f(a, n - 1)",
+    "threads": "import threading\ndef f(a):\n    out = []\n    ts = [threading.Thread(target=out.append, args=(a,)) for _ in range(3)]\n"
+               "    [t.start() for t in ts]\n    [t.join() for t in ts]\n    return out[0]",
+    "import_itself": "import solution, sys\ndef f(a):\n    return a if solution.f is f and sys.modules['__main__'] is solution else -1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULE_CASES))
+def test_the_program_runs_as_a_real_module(scorer, name):
+    ref = {"test": "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 2\n",
+           "entry_point": "f"}
+    s = one(scorer, MODULE_CASES[name], ref)
+    assert s.value == 1.0, s.info["tests"]
+
+
+def test_sys_exit_in_a_tested_function_fails_that_test_only(scorer):
+    ref = {"test": "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 2\n",
+           "entry_point": "f"}
+    s = one(scorer, "import sys\ndef f(a):\n    if a == 1:\n        sys.exit(0)\n    return a", ref)
+    assert [(t["status"], t["detail"]) for t in s.info["tests"]] == [
+        ("error", "the program called exit(0)"), ("passed", "")]
+
+
+def test_pytest_style_tests_import_the_solution_module(scorer):
+    ref = {"test": "from solution import add\nimport pytest\n\ndef test_small():\n    assert add(1, 2) == 3\n\n"
+                   "@pytest.mark.parametrize('a,b,c', [(1, 1, 2), (2, 2, 5)])\ndef test_table(a, b, c):\n"
+                   "    assert add(a, b) == c\n\nclass TestAdd:\n    def test_zero(self):\n        assert add(0, 0) == 0\n"
+                   "\ndef test_fixture(tmp_path):\n    assert add(1, 1) == 2\n"}
+    s = one(scorer, "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    raise SystemExit('not imported')", ref)
+    statuses = {t["test"]: t["status"] for t in s.info["tests"]}
+    assert statuses == {"test_small": "passed", "test_table": "failed", "TestAdd.test_zero": "passed",
+                        "test_fixture": "error"}
+    assert "fixtures (tmp_path)" in s.info["tests"][3]["detail"]
+
+
+def test_the_importable_module_name_gives_the_program_no_reach_into_the_harness(scorer):
+    """`solution` and `__main__` are the program itself: replacing them, or importing a harness
+    module by name, changes no verdict."""
+    attempts = [
+        "import sys\nsys.modules['solution'] = None\nsys.modules['__main__'] = None\ndef add(a, b):\n    return 0",
+        "import sys\nh = sys.modules.get('harness') or sys.modules['__main__']\n"
+        "names = [n for n in vars(h) if 'tag' in n.lower() or n.startswith('_D')]\n"
+        "def add(a, b):\n    return 3 if names else 0",
+        "import importlib\ntry:\n    importlib.import_module('harness')\n    FOUND = True\nexcept ImportError:\n"
+        "    FOUND = False\ndef add(a, b):\n    return 3 if FOUND else 0",
+        "import sys, solution\nsolution.__dict__.clear()\ndef add(a, b):\n    return 0",
+        "import os\nSRC = [open(f).read() for f in os.listdir('.') if f.endswith('.py') and f != 'solution.py']\n"
+        "def add(a, b):\n    return 3 if SRC else 0",
+    ]
+    for code in attempts:
+        s = one(scorer, code, ADD_TEST)
+        assert s.info["tests"][0]["status"] != "passed", (code, s.info["tests"])  # `add(1, 2) == 3` needs the harness

@@ -18,9 +18,8 @@ from grpo_rewards.registry import Registry, registry_in
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample, Score, Scorer
-from grpo_rewards.scorers.code_harness import (
-    AssertSuite, StdioCase, compare_output, harness_program, harness_reports, parse_reference,
-)
+from grpo_rewards.scorers.code_formats import parse_reference
+from grpo_rewards.scorers.code_harness import AssertSuite, StdioCase, compare_output, harness_program, harness_reports
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -177,9 +176,11 @@ class CodeTests(Scorer):
                 self._backend = None
             self._bytecode = None
 
-    def _limits(self, wall_s: float) -> Limits:
+    def _limits(self, wall_s: float, harness: bool = False) -> Limits:
         p = self.params
-        return Limits(wall_s=wall_s, memory_mb=p.memory_mb, processes=p.max_processes, output_bytes=p.output_bytes)
+        # The assertion harness runs the program in a thread of its own: one more than the program's.
+        return Limits(wall_s=wall_s, memory_mb=p.memory_mb, processes=p.max_processes + harness,
+                      output_bytes=p.output_bytes)
 
     # ---- scoring --------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ class CodeTests(Scorer):
             if self._bytecode is None:
                 self._bytecode = self._backend_is_local()
             program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode)
-            return code, "assert", (parsed.assert_suite, tag), [Job(program, "", self._limits(p.timeout_s))]
+            return code, "assert", (parsed.assert_suite, tag), [Job(program, "", self._limits(p.timeout_s, harness=True))]
         wall = min(p.per_test_timeout_s, p.timeout_s)
         return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]
 
@@ -246,9 +247,12 @@ class CodeTests(Scorer):
         verdicts: list[dict | None] = [None] * len(labels)
         stop = None  # why the tests without a verdict did not get one
         for rec in harness_reports(result.stdout, tag):
-            if "test" in rec and isinstance(rec["test"], int) and 0 <= rec["test"] < len(labels):
-                verdicts[rec["test"]] = {"status": rec.get("status", "error"), "detail": rec.get("detail", "")}
-            elif "phase" in rec:
+            if rec.get("done"):
+                break  # nothing after the harness's last line counts
+            index = rec.get("test")
+            if type(index) is int and 0 <= index < len(labels) and verdicts[index] is None:
+                verdicts[index] = {"status": rec.get("status", "error"), "detail": rec.get("detail", "")}
+            elif "phase" in rec and stop is None:
                 stop = {"status": "error" if rec.get("status") == "failed" else rec.get("status", "error"),
                         "detail": f"{rec['phase']}: {rec.get('detail', '')}"}
         if stop is None:

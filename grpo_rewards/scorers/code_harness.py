@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import builtins
 import functools
 import importlib.util
 import json
@@ -22,6 +23,7 @@ import secrets
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -41,6 +43,7 @@ class AssertSuite:
     items: list[TestItem]
     param: str | None = None  # the function's parameter, bound to the entry point
     entry_point: str | None = None
+    pytest_module: str | None = None  # KodCode style: the test module run beside `solution`
 
     @property
     def tests(self) -> list[TestItem]:
@@ -65,62 +68,44 @@ def _label(src: str) -> str:
     return first[:160]
 
 
-def parse_reference(ref: Mapping[str, Any]) -> Parsed:
-    """The tests a reference holds, in any of the accepted layouts (see docs/scorers.md)."""
-    test = ref.get("test")
-    if isinstance(test, str) and test.strip():
-        entry = ref.get("entry_point")
-        if not isinstance(entry, str) or not entry.isidentifier():
-            return Parsed(problem="reference 'test' needs a valid 'entry_point'")
-        return Parsed(assert_suite=split_check(test, entry))
-    for key in ("tests", "test_list", "test_cases"):
-        tests = ref.get(key)
-        if isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests):
-            setup = ref.get("test_setup_code") or ""
-            imports = ref.get("test_imports") or []
-            setup = "\n".join([*(i for i in imports if isinstance(i, str)), setup if isinstance(setup, str) else ""])
-            return Parsed(assert_suite=AssertSuite(setup, [TestItem("test", t, _label(t)) for t in tests]))
-        if isinstance(tests, list) and tests and all(isinstance(t, Mapping) for t in tests):
-            return _stdio([(t.get("input", t.get("stdin")), t.get("output", t.get("stdout", t.get("expected_output"))))
-                           for t in tests])
-    info = ref.get("verification_info")
-    if isinstance(info, str):
-        info = _json_or_none(info)
-    if isinstance(info, Mapping) and isinstance(info.get("test_cases"), list):
-        return parse_reference({"tests": info["test_cases"]})
-    io_spec = ref.get("input_output")
-    if isinstance(io_spec, str):
-        io_spec = _json_or_none(io_spec)
-    if isinstance(io_spec, Mapping):
-        if io_spec.get("fn_name"):
-            return Parsed(problem="call-based tests (input_output.fn_name) are not supported; use assert tests")
-        ref = {"inputs": io_spec.get("inputs"), "outputs": io_spec.get("outputs")}
-    inputs, outputs = ref.get("inputs"), ref.get("outputs")
-    if isinstance(inputs, list) and isinstance(outputs, list) and inputs:
-        if len(inputs) != len(outputs):
-            return Parsed(problem=f"reference has {len(inputs)} inputs but {len(outputs)} outputs")
-        return _stdio(list(zip(inputs, outputs)))
-    return Parsed(problem="reference has no tests ('test' + 'entry_point', 'tests', 'inputs'/'outputs', ...)")
+def assert_list_suite(tests: list[str], setup: str = "") -> AssertSuite:
+    """MBPP style: each string is one test (an assert, or any statement that must not raise)."""
+    return AssertSuite(setup, [TestItem("test", t, _label(t)) for t in tests])
 
 
-def _json_or_none(text: str) -> Any:
+def call_suite(fn_name: str, cases: list[tuple[list, Any]]) -> AssertSuite:
+    """Call-based tests (APPS/TACO `fn_name`, LiveCodeBench functional): `fn_name(*args)`, or the
+    method of a LeetCode-style `class Solution`, must return the expected value."""
+    items = []
+    for args, expected in cases:
+        call = f"{fn_name}({', '.join(_short_repr(a) for a in args)})"
+        items.append(TestItem("test", f"_grpo_call({fn_name!r}, {args!r}, {expected!r}, {call!r})", _label(call)))
+    return AssertSuite("", items)
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def pytest_suite(test_code: str) -> AssertSuite | str:
+    """KodCode style: a test module (`from solution import f`, `def test_*()`, `class Test*`),
+    each test function one test. Returns why not when the module has no test functions."""
     try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def _stdio(pairs: list[tuple[Any, Any]]) -> Parsed:
-    cases = []
-    for stdin, expected in pairs:
-        if isinstance(stdin, list):
-            stdin = "\n".join(map(str, stdin))
-        if isinstance(expected, list):
-            expected = "\n".join(map(str, expected))
-        if not isinstance(stdin, str) or not isinstance(expected, str):
-            return Parsed(problem="a stdin/stdout test needs string 'input' and 'output'")
-        cases.append(StdioCase(stdin, expected))
-    return Parsed(stdio=cases)
+        tree = ast.parse(test_code)
+    except (SyntaxError, ValueError) as exc:
+        return f"the pytest-style tests do not parse: {exc}"
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            names.append(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            names += [f"{node.name}.{m.name}" for m in node.body
+                      if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
+    if not names:
+        return "the pytest-style tests define no test functions (def test_...)"
+    items = [TestItem("test", f"_grpo_pt({n!r})", n) for n in names]
+    return AssertSuite("", items, pytest_module=test_code)
 
 
 @functools.lru_cache(maxsize=1024)  # a GRPO group scores one reference many times
@@ -169,22 +154,6 @@ def _source_of(stmt: ast.stmt, lines: list[str]) -> str:
     return text if not text[:1].isspace() else ast.unparse(stmt)
 
 
-def tests_function(suite: AssertSuite) -> str:
-    """Source of `__grpo_tests(param)`: the items in order, each test inside `with __grpo_case(i):`,
-    which times it, reports its verdict and swallows its exception so the next test still runs
-    (a `with` compiles about twice as fast as the equivalent try/except/else)."""
-    lines = [f"def __grpo_tests({suite.param or ''}):"]
-    test = 0
-    for item in suite.items:
-        if item.kind == "setup":
-            lines.append("\n".join("    " + line for line in item.src.splitlines()))
-            continue
-        lines.append(f"    with __grpo_case({test}):")
-        lines.append("\n".join("        " + line for line in item.src.splitlines()) or "        pass")
-        test += 1
-    return "\n".join(lines) + "\n"
-
-
 def _walk_same_scope(node: ast.AST):
     """ast.walk that does not descend into nested functions, lambdas or classes."""
     todo = [node]
@@ -196,137 +165,165 @@ def _walk_same_scope(node: ast.AST):
                 todo.append(child)
 
 
-# The fixed part of the harness: compiled once by the scorer, shipped as bytecode (below).
-_HARNESS = '''\
-import json as _json, os as _os, signal as _signal, traceback as _tb
-_OUT = _os.dup(1)
+# ---- the tests function and the program the sandbox runs ------------------------------------
+
+_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.In: "in",
+        ast.NotIn: "not in"}
+_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
+_PARAMS = "_grpo_case, _grpo_load, _grpo_cmp, _grpo_truth, _grpo_call, _grpo_b, _grpo_pt"
 
 
-def _report(**rec):
-    _os.write(_OUT, (_D["tag"] + _json.dumps(rec) + "\\n").encode())
+class _Guard(ast.NodeTransformer):
+    """Rewrites test code so that a program-made value cannot pass for a builtin one:
+    each single comparison `a OP b` becomes `_grpo_cmp('OP', a, b)`, each asserted value
+    `assert x` becomes `assert _grpo_truth(x)`, and builtin names the tests do not bind
+    themselves are read from a copy of the builtins taken before the program ran."""
+
+    def __init__(self, builtin_names: frozenset[str]) -> None:
+        self.builtin_names = builtin_names
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or type(node.ops[0]) not in _OPS:
+            return node
+        call = ast.Call(ast.Name("_grpo_cmp", ast.Load()),
+                        [ast.Constant(_OPS[type(node.ops[0])]), node.left, node.comparators[0]], [])
+        return ast.copy_location(call, node)
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        self.generic_visit(node)
+        node.test = self._truth(node.test)
+        return node
+
+    def _truth(self, test: ast.expr) -> ast.expr:
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "_grpo_cmp":
+            return test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return ast.copy_location(ast.UnaryOp(ast.Not(), self._truth(test.operand)), test)
+        if isinstance(test, ast.BoolOp):
+            return ast.copy_location(ast.BoolOp(test.op, [self._truth(v) for v in test.values]), test)
+        return ast.copy_location(ast.Call(ast.Name("_grpo_truth", ast.Load()), [test], []), test)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.builtin_names:
+            return ast.copy_location(ast.Subscript(ast.Name("_grpo_b", ast.Load()), ast.Constant(node.id),
+                                                   ast.Load()), node)
+        return node
 
 
-class _Timeout(BaseException):
-    pass
+def _bound_names(trees: list[ast.AST]) -> set[str]:
+    """Names the reference's code binds (assignments, imports, defs): those are not builtins there."""
+    out: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                out.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.arg):
+                out.add(node.arg)
+    return out
 
 
-def _alarm(*_):
-    raise _Timeout()
-
-
-def _classify(e):
-    if e is None:
-        return "passed", ""
+def imported_modules(source: str) -> tuple[str, ...]:
+    """Top-level modules the reference's setup imports (the harness keeps them as they were)."""
     try:
-        if isinstance(e, _Timeout):
-            return "timeout", "over %g s" % _D["limit"]
-        if isinstance(e, MemoryError):
-            return "memory", "MemoryError"
-        if isinstance(e, AssertionError):
-            return "failed", str(e)[:300]
-        if isinstance(e, SystemExit):
-            return "error", "the program called exit(%r)" % (e.code,)
-        return "error", _tb.format_exception_only(type(e), e)[-1].strip()[:300]
-    except BaseException:
-        return "error", type(e).__name__
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+              and not n.level}
+    return tuple(sorted(names - {"solution"}))
 
 
-def _begin(i):
-    _signal.signal(_signal.SIGALRM, _alarm)
-    _signal.setitimer(_signal.ITIMER_REAL, _D["limit"])
+def _tests_source(suite: AssertSuite) -> str:
+    """`_grpo_tests(...)`: load the program (phase -1), then the items in order inside phase -2,
+    each test inside `with _grpo_case(i):`, whose exit hands the verdict to the harness thread."""
+    lines = [f"def _grpo_tests({_PARAMS}):", "    with _grpo_case(-1):",
+             f"        {suite.param or '_grpo_entry'} = _grpo_load()", "    if _grpo_case.failed:", "        return",
+             "    with _grpo_case(-2):"]
+    test = 0
+    for item in suite.items:
+        body = item.src.splitlines() or ["pass"]
+        if item.kind == "setup":
+            lines.append("\n".join("        " + line for line in body))
+            continue
+        lines.append(f"        with _grpo_case({test}):")
+        lines.append("\n".join("            " + line for line in body))
+        test += 1
+    if test == 0:
+        lines.append("        pass")
+    return "\n".join(lines) + "\n"
 
 
-def _end(i, e):
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-    status, detail = _classify(e)
-    _report(test=i, status=status, detail=detail)
-
-
-class _Case:
-    def __init__(self, i):
-        self.i = i
-
-    def __enter__(self):
-        _begin(self.i)
-
-    def __exit__(self, kind, e, tb):
-        _end(self.i, e)
-        return True
-
-
-def _run(src, name, ns):
-    _begin(-1)
+def _guarded(source: str, filename: str, bound_elsewhere: set[str]) -> ast.Module | str:
+    """The guarded AST of `source`, or the syntax error's text (the sandbox then reports it)."""
     try:
-        exec(compile(src, name, "exec") if isinstance(src, str) else src, ns)
-    except BaseException as e:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        return _classify(e)
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
-    return "passed", ""
+        tree = ast.parse(source, filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    builtin_names = _BUILTIN_NAMES - _bound_names([tree]) - bound_elsewhere
+    return ast.fix_missing_locations(_Guard(builtin_names).visit(tree))
 
 
-def _main():
-    ns = {"__name__": "solution", "__builtins__": __builtins__}
-    for src, name in ((_D["code"], "solution.py"), (_load("setup.py"), "setup.py")):
-        status, detail = _run(src, name, ns)
-        if status != "passed":
-            _report(phase=name, status=status, detail=detail)
-            return
-    args = ()
-    if _D["entry_point"]:
-        if not callable(ns.get(_D["entry_point"])):
-            _report(phase="solution.py", status="error", detail="entry point %r is not defined" % _D["entry_point"])
-            return
-        args = (ns[_D["entry_point"]],)
-    ns["__grpo_case"] = _Case
-    status, detail = _run(_load("tests.py"), "tests.py", ns)
-    if status == "passed":
-        try:
-            ns["__grpo_tests"](*args)
-        except BaseException as e:
-            _signal.setitimer(_signal.ITIMER_REAL, 0)
-            status, detail = _classify(e)
-            _report(phase="setup", status=status, detail=detail)
-            return
-    else:
-        _report(phase="tests.py", status=status, detail=detail)
-        return
-    _report(done=True)
+@functools.lru_cache(maxsize=2048)  # the tests of one prompt serve its whole group
+def _compiled_parts(tests_src: str, setup: str, pytest_module: str) -> dict[str, tuple[str, str | None]]:
+    """{part: (source, base64 marshalled bytecode or None)}: the guarded tests function, the
+    setup and the pytest-style module. Source is what remote backends run (and what the
+    sandbox compiles when the bytecode cannot be made); bytecode is for the local sandbox."""
+    try:
+        setup_bound = _bound_names([ast.parse(setup)]) if setup else set()
+    except (SyntaxError, ValueError):
+        setup_bound = set()
+    parts = {"tests.py": (tests_src, setup_bound), "setup.py": (setup, set())}
+    if pytest_module:
+        parts["test_solution.py"] = (pytest_module, set())
+    out = {}
+    for name, (source, bound) in parts.items():
+        tree = _guarded(source, name, bound)
+        if isinstance(tree, str):
+            out[name] = (source, None)  # compiled (and its error reported) in the sandbox
+            continue
+        out[name] = (ast.unparse(tree), _marshal(tree, name))
+    return out
 
 
-_main()
-'''
-
-
-# What the sandbox runs: decode the data, then run the harness. For the local sandbox (same
-# interpreter, same bytecode magic) the trusted parts (harness, the reference's setup and
-# tests) come as bytecode compiled by the scorer: a child forked for one run compiles several
-# times slower than a warm process (page faults), and the tests of one prompt are compiled
-# once for all the completions of its group. Other backends get source. The candidate's code
-# is always compiled inside the sandbox.
-_BOOT = '''\
-import base64 as _b64, json as _json, marshal as _marshal
-from importlib.util import MAGIC_NUMBER as _MAGIC
-_D = _json.loads(%r)
-
-
-def _load(name):
-    if _D["magic"] == _MAGIC.hex() and name in _D["compiled"]:
-        return _marshal.loads(_b64.b64decode(_D["compiled"][name]))
-    return _D["sources"][name]
-
-
-_h = _load("harness.py")
-exec(compile(_h, "harness.py", "exec") if isinstance(_h, str) else _h)
-'''
-
-
-@functools.lru_cache(maxsize=2048)
-def _bytecode(source: str, filename: str) -> str | None:
+def _marshal(source: str | ast.Module, filename: str) -> str | None:
     try:
         return base64.b64encode(marshal.dumps(compile(source, filename, "exec"))).decode("ascii")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None  # the sandbox compiles it and reports the error as the tests' error
+        return None
+
+
+_RUNTIME = Path(__file__).with_name("code_runtime.py").read_text(encoding="utf-8")
+
+# What the sandbox runs: decode the data, then run the harness (code_runtime.py). For the local
+# sandbox (same interpreter, same bytecode magic) the trusted parts come as bytecode compiled by
+# the scorer: a child forked for one run compiles several times slower than a warm process, and
+# the tests of one prompt are compiled once for all the completions of its group. Other
+# backends get source. The candidate's code is always compiled inside the sandbox. Nothing is
+# bound at module level: the data reaches `_main` as an argument.
+_BOOT = '''\
+import base64 as _b64, json as _json, marshal as _marshal
+from importlib.util import MAGIC_NUMBER as _MAGIC
+
+
+def _part(data, name):
+    if data["magic"] == _MAGIC.hex() and data["compiled"].get(name):
+        return _marshal.loads(_b64.b64decode(data["compiled"][name]))
+    return compile(data["sources"][name], name, "exec")
+
+
+def _boot(data):
+    exec(_part(data, "harness.py"), globals())
+    _main(data, lambda name: _part(data, name))
+
+
+_boot(_json.loads(%r))
+'''
 
 
 def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: bool = False) -> tuple[str, str]:
@@ -335,14 +332,23 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
     `bytecode`: ship the trusted parts compiled (only for a sandbox running this very
     interpreter, as the local one does); otherwise as source, for any Python 3."""
     tag = "@@grpo-" + secrets.token_hex(8) + "@@"
-    sources = {"harness.py": _HARNESS, "setup.py": suite.setup, "tests.py": tests_function(suite)}
+    parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "")
+    sources = {"harness.py": _RUNTIME, **{name: src for name, (src, _) in parts.items()}}
     compiled = {}
     if bytecode:
-        compiled = {name: b for name, src in sources.items() if (b := _bytecode(src, name)) is not None}
+        compiled = {"harness.py": _runtime_bytecode(), **{name: b for name, (_, b) in parts.items() if b}}
         sources = {name: src for name, src in sources.items() if name not in compiled}
     data = {"tag": tag, "code": code, "limit": per_test_s, "entry_point": suite.entry_point if suite.param else None,
+            "module": "solution" if suite.pytest_module else "__main__", "ntests": len(suite.tests),
+            "has_setup": bool(suite.setup.strip()), "pytest": bool(suite.pytest_module),
+            "modules": imported_modules(suite.setup + "\n" + (suite.pytest_module or "")),
             "magic": importlib.util.MAGIC_NUMBER.hex(), "compiled": compiled, "sources": sources}
     return _BOOT % json.dumps(data), tag
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_bytecode() -> str:
+    return _marshal(_RUNTIME, "harness.py")
 
 
 def harness_reports(stdout: str, tag: str) -> list[dict]:
