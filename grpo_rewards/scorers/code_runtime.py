@@ -106,8 +106,8 @@ def _judge(kind, event, args):
         return "" if not path.startswith("/proc/") or _harness_below(caller) else "open(%r)" % path
     if kind == "compile":
         name = args[1] if _type(args[1]) is _str else ""
-        if not name.startswith(_LIBS) or _file(caller).startswith("<frozen "):
-            return ""
+        if not name.startswith(_LIBS) or _file(caller).startswith(_LIBS):
+            return ""  # library code making its own code objects (importlib, asyncio, dataclasses)
         return "" if _harness_below(caller) else "%s with a library file name" % event
     if kind == "import":
         return "ctypes" if args[0] in ("ctypes", "_ctypes") and not _harness_below(caller) else ""
@@ -184,31 +184,30 @@ def _class_ok(cls, cache):
     return ok
 
 
-def _trusted(value, cache, depth=0):
-    """No object in `value` (followed through builtin containers) is of a class that decides
-    comparisons or truth with its own (program-made) code."""
-    cls = _type(value)
-    if cls in _PLAIN:
-        return True
-    if depth > 50:
-        return False
-    if cls in _CONTAINERS:
-        items = value.items() if cls is dict else value
-        kinds = set(map(_type, value)) if cls is not dict else None
-        if kinds is not None and kinds <= _PLAIN:
-            return True
-        for item in items:
-            if cls is dict:
-                if not (_trusted(item[0], cache, depth + 1) and _trusted(item[1], cache, depth + 1)):
-                    return False
-            elif not _trusted(item, cache, depth + 1):
+def _trusted(value, cache):
+    """No object in `value` (followed through builtin containers, each once) is of a class that
+    decides comparisons or truth with its own (program-made) code."""
+    todo, seen = [value], set()
+    while todo:
+        item = todo.pop()
+        cls = _type(item)
+        if cls in _PLAIN:
+            continue
+        if cls not in _CONTAINERS:
+            if not _class_ok(cls, cache):
                 return False
-        return True
-    if not _class_ok(cls, cache):
-        return False
-    for base in (list, tuple, dict, set, frozenset):
-        if _issubclass(cls, base):
-            return _trusted(base(value), cache, depth + 1)  # a builtin subclass that decides nothing itself
+            base = next((b for b in (list, tuple, dict, set, frozenset) if _issubclass(cls, b)), None)
+            if base is None:
+                continue
+            item, cls = base(item), base  # a builtin subclass that decides nothing itself: its contents
+        if _id(item) in seen:
+            continue
+        seen.add(_id(item))
+        if cls is dict:
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif not set(map(_type, item)) <= _PLAIN:
+            todo.extend(item)
     return True
 
 

@@ -1,0 +1,212 @@
+"""Conformance: `code_tests` gives the verdicts plain Python gives, test by test.
+
+Every program of tests/data/code_conformance_*.py (plus derived variants) is scored through the
+scorer's batch path, and run with `python` in a temporary directory with the same tests: for
+assertion tests, the program followed by each test at module level in try/except with its own
+alarm (what `python solution_and_tests.py` does), stdin closed; for stdin/stdout tests, `python
+main.py < input`, output compared by the same line rule; for pytest-style tests, `pytest` itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from grpo_rewards.scorer import Sample
+from grpo_rewards.scorers.code import CodeTests
+from grpo_rewards.scorers.code_harness import compare_output
+
+sys.path.insert(0, str(Path(__file__).parent / "data"))
+import code_conformance_assert  # noqa: E402
+import code_conformance_stdio  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+LIMIT_S = 1.0
+OUTPUT_CAP = 1 << 20
+
+# Variants of each assertion program: as written; with f's result wrapped (so tests fail or
+# error); with f raising on its second call (a mix of verdicts in one run).
+VARIANTS = {
+    "": "",
+    "+wrapped": "\n\n_conf_f = f\ndef f(*args, **kwargs):\n    return [_conf_f(*args, **kwargs)]\n",
+    "+second_call_raises": "\n\n_conf_g = f\n_conf_n = []\ndef f(*args, **kwargs):\n    _conf_n.append(1)\n"
+                           "    if len(_conf_n) == 2:\n        raise LookupError('second call')\n"
+                           "    return _conf_g(*args, **kwargs)\n",
+}
+
+PYTEST_CASES = {
+    "plain": ("def add(a, b):\n    return a + b",
+              "from solution import add\n\ndef test_one():\n    assert add(1, 2) == 3\n\ndef test_two():\n    assert add(2, 2) == 5\n"),
+    "raises": ("def div(a, b):\n    return a / b",
+               "import pytest\nfrom solution import div\n\ndef test_zero():\n    with pytest.raises(ZeroDivisionError):\n"
+               "        div(1, 0)\n\ndef test_value():\n    assert div(4, 2) == 2\n\ndef test_boom():\n    div(1, 0)\n"),
+    "parametrize": ("def sq(x):\n    return x * x",
+                    "import pytest\nfrom solution import sq\n\n@pytest.mark.parametrize('x, y', [(1, 1), (2, 4), (3, 9)])\n"
+                    "def test_sq(x, y):\n    assert sq(x) == y\n\n@pytest.mark.parametrize('x', [0, 5])\ndef test_bad(x):\n"
+                    "    assert sq(x) == 0\n"),
+    "classes": ("class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n        self.items.append(x)\n"
+                "    def pop(self):\n        return self.items.pop()",
+                "from solution import Stack\n\nclass TestStack:\n    def setup_method(self, method):\n        self.s = Stack()\n"
+                "    def test_push_pop(self):\n        self.s.push(1)\n        assert self.s.pop() == 1\n"
+                "    def test_empty(self):\n        assert self.s.pop() is None\n"),
+    "main_guard_not_run": ("def f():\n    return 1\nif __name__ == '__main__':\n    raise SystemExit('imported, not run')",
+                           "from solution import f\n\ndef test_f():\n    assert f() == 1\n"),
+    "module_import": ("import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int\ndef make(x):\n    return P(x)",
+                      "import pickle\nimport solution\n\ndef test_pickle():\n    p = solution.make(2)\n"
+                      "    assert pickle.loads(pickle.dumps(p)) == p\n\ndef test_wrong():\n    assert solution.make(1).x == 2\n"),
+}
+
+
+def assert_entries() -> list[tuple[str, str, list[str]]]:
+    return [(name + suffix, program + extra, tests)
+            for name, (program, tests) in sorted(code_conformance_assert.CASES.items())
+            for suffix, extra in VARIANTS.items()]
+
+
+def stdio_entries() -> list[tuple[str, str, list[tuple[str, str]]]]:
+    out = []
+    for name, (program, cases) in sorted(code_conformance_stdio.CASES.items()):
+        out.append((name, program, cases))
+        out.append((name + "+wrong_expected", program, [(i, e + "extra\n") for i, e in cases]))
+    return out
+
+
+# ---- plain Python --------------------------------------------------------------------------
+
+
+def _limit_output():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_CAP + 1, OUTPUT_CAP + 1))
+
+
+def python_assert_verdicts(program: str, tests: list[str], workdir: Path) -> list[str]:
+    lines = [program, "", "import signal as _conf_sig", "class _ConfTimeout(BaseException):", "    pass",
+             "def _conf_alarm(*_):", "    raise _ConfTimeout()", "_conf_sig.signal(_conf_sig.SIGALRM, _conf_alarm)",
+             "_conf_out = open('verdicts.txt', 'a', buffering=1)"]
+    for test in tests:
+        lines += [f"_conf_sig.setitimer(_conf_sig.ITIMER_REAL, {LIMIT_S})", "try:", textwrap.indent(test, "    "),
+                  "except _ConfTimeout:", "    _conf_status = 'timeout'", "except AssertionError:",
+                  "    _conf_status = 'failed'", "except BaseException:", "    _conf_status = 'error'", "else:",
+                  "    _conf_status = 'passed'", "finally:", "    _conf_sig.setitimer(_conf_sig.ITIMER_REAL, 0)",
+                  "_conf_out.write(_conf_status + '\\n')"]
+    (workdir / "main.py").write_text("\n".join(lines) + "\n")
+    try:
+        subprocess.run([sys.executable, "main.py"], cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30, preexec_fn=_limit_output)
+    except subprocess.TimeoutExpired:
+        pass
+    path = workdir / "verdicts.txt"
+    got = path.read_text().split() if path.exists() else []
+    return got + ["error"] * (len(tests) - len(got))  # no verdict: the program ended the run first
+
+
+def python_stdio_verdict(program: str, stdin: str, expected: str, workdir: Path) -> str:
+    (workdir / "main.py").write_text(program)
+    out_path = workdir / "stdout.txt"
+    with open(out_path, "wb") as out:
+        try:
+            proc = subprocess.run([sys.executable, "main.py"], cwd=workdir, input=stdin.encode(), stdout=out,
+                                  stderr=subprocess.DEVNULL, timeout=LIMIT_S, preexec_fn=_limit_output)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+    data = out_path.read_bytes()
+    if len(data) > OUTPUT_CAP:
+        return "output_limit"
+    if proc.returncode != 0:
+        return "output_limit" if proc.returncode == -25 else "error"  # SIGXFSZ: over the output cap
+    return "passed" if compare_output(expected, data.decode("utf-8", "replace"))[0] else "failed"
+
+
+def pytest_verdicts(program: str, test_module: str, workdir: Path) -> dict[str, str]:
+    (workdir / "solution.py").write_text(program)
+    (workdir / "test_solution.py").write_text(test_module)
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=r.xml",
+                    "test_solution.py"], cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    verdicts: dict[str, str] = {}
+    for case in ET.parse(workdir / "r.xml").iter("testcase"):
+        cls = case.get("classname", "").split(".")[-1]
+        name = case.get("name", "").split("[")[0]
+        label = f"{cls}.{name}" if cls.startswith("Test") else name
+        ok = not any(child.tag in ("failure", "error") for child in case)
+        verdicts[label] = "passed" if ok and verdicts.get(label, "passed") == "passed" else "failed"
+    return verdicts
+
+
+# ---- the comparison ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    s = CodeTests(per_test_timeout_s=LIMIT_S, timeout_s=30.0, output_bytes=OUTPUT_CAP, workers=2)
+    yield s
+    s.close()
+
+
+def test_assertion_programs_get_plain_pythons_verdicts(scorer, tmp_path):
+    entries = assert_entries()
+    assert len(entries) >= 200
+    scores = scorer.score([Sample("", program, {"test_list": tests}) for _, program, tests in entries])
+
+    def reference(i):
+        workdir = tmp_path / f"a{i}"
+        workdir.mkdir()
+        return python_assert_verdicts(entries[i][1], entries[i][2], workdir)
+
+    with ThreadPoolExecutor(4) as pool:
+        expected = list(pool.map(reference, range(len(entries))))
+    differences = []
+    for (name, _, tests), score, want in zip(entries, scores, expected):
+        got = [t["status"] for t in score.info.get("tests", [])] or [f"none: {score.info.get('reason')}"]
+        if got != want:
+            differences.append((name, got, want, [t.get("detail") for t in score.info.get("tests", [])]))
+    assert not differences, json.dumps(differences, indent=1)[:6000]
+    statuses = {s for want in expected for s in want}
+    assert {"passed", "failed", "error", "timeout"} <= statuses  # every kind of verdict is exercised
+
+
+def test_stdio_programs_get_plain_pythons_verdicts(scorer, tmp_path):
+    entries = stdio_entries()
+    samples = [Sample("", program, {"inputs": [i for i, _ in cases], "outputs": [e for _, e in cases]})
+               for _, program, cases in entries]
+    scores = scorer.score(samples)
+    jobs = [(n, program, stdin, exp) for n, (_, program, cases) in enumerate(entries) for stdin, exp in cases]
+
+    def reference(job):
+        n, program, stdin, exp = job
+        workdir = tmp_path / f"s{n}-{abs(hash(stdin)) % 10 ** 8}"
+        workdir.mkdir(exist_ok=True)
+        return n, python_stdio_verdict(program, stdin, exp, workdir)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(reference, jobs))
+    expected: dict[int, list[str]] = {}
+    for n, verdict in results:
+        expected.setdefault(n, []).append(verdict)
+    differences = [(name, [t["status"] for t in score.info["tests"]], expected[n])
+                   for n, ((name, _, _), score) in enumerate(zip(entries, scores))
+                   if [t["status"] for t in score.info["tests"]] != expected[n]]
+    assert not differences, differences
+    assert {"passed", "failed", "error", "timeout", "output_limit"} <= {v for vs in expected.values() for v in vs}
+
+
+def test_pytest_style_programs_get_pytests_verdicts(scorer, tmp_path):
+    names = sorted(PYTEST_CASES)
+    scores = scorer.score([Sample("", PYTEST_CASES[n][0], {"test": PYTEST_CASES[n][1]}) for n in names])
+    for name, score in zip(names, scores):
+        workdir = tmp_path / name
+        workdir.mkdir()
+        want = pytest_verdicts(*PYTEST_CASES[name], workdir)
+        got = {t["test"]: "passed" if t["status"] == "passed" else "failed" for t in score.info["tests"]}
+        assert got == want, (name, score.info["tests"])
+
+
+def test_the_suite_is_large_enough():
+    assert len(assert_entries()) + len(stdio_entries()) + len(PYTEST_CASES) >= 200
