@@ -101,6 +101,13 @@ HACKS: list[Hack] = [
           "        f = e.__traceback__.tb_frame\n    while f is not None:\n        if 'want' in f.f_locals:\n"
           "            return f.f_locals['want']\n        f = f.f_back\n    return 0", ADD_LOOP,
           "a traceback's frames lead up the stack"),
+    _hack("read_via_library_frames", "import traceback, asyncio\ndef look(frames):\n    for f in frames:\n"
+          "        while f is not None:\n            if 'want' in f.f_locals:\n                return f.f_locals['want']\n"
+          "            f = f.f_back\ndef add(a, b):\n    try:\n        raise ValueError\n    except ValueError as e:\n"
+          "        found = look(f for f, _ in traceback.walk_tb(e.__traceback__))\n    if found is None:\n"
+          "        async def main():\n            return look(asyncio.current_task().get_stack())\n"
+          "        found = asyncio.run(main())\n    return found if found is not None else 0", ADD_LOOP,
+          "library functions that hand frames out (traceback.walk_tb, Task.get_stack) lead up the stack"),
     _hack("read_test_code_constants", "import sys\ndef add(a, b):\n    consts = sys._getframe(1).f_code.co_consts\n"
           "    return next((c for c in consts if isinstance(c, int) and c not in (a, b)), 0)", ADD,
           "the expected values are constants of the test's code object"),

@@ -112,7 +112,12 @@ def _judge(kind, event, args):
     if kind == "import":
         return "ctypes" if args[0] in ("ctypes", "_ctypes") and not _harness_below(caller) else ""
     if kind == "frame" and _file(caller).startswith(_frame_ok(event)):
-        return ""
+        # A traceback's or a generator's frame goes on only to library code: the frame asking
+        # must itself be called from the library (print_exc, asyncio), never straight from the
+        # program (iterating traceback.walk_tb, Task.get_stack).
+        below = caller.f_back
+        if event == "sys._getframe" or (below is not None and _file(below).startswith(_LIBS)):
+            return ""
     return "" if _harness_below(caller) else event
 
 
