@@ -94,7 +94,7 @@ def run_code_tests(scorer: CodeTests, problems: list[dict], completions: list[st
                for p, c in zip(problems, completions)]
     # Cold caches: in training the tests of a prompt are prepared once per group, not here.
     code_harness.split_check.cache_clear()
-    code_harness._bytecode.cache_clear()
+    code_harness._compiled_parts.cache_clear()
     pids = scorer.backend().pids
     cpu, start = cpu_seconds(pids), time.perf_counter()
     scores = scorer.score(samples)
