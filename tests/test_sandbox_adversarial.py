@@ -223,3 +223,36 @@ def test_creating_namespaces_or_tracing_is_denied(run):
             "    print(name, 'ALLOWED' if call() == 0 else 'denied', ctypes.get_errno())")
     r = run(code)
     assert r.status == "ok" and "ALLOWED" not in r.stdout and r.stdout.count("denied") == 4
+
+
+# ---- the assertion harness under attack (code_tests) ------------------------------------------
+
+
+def _harness_run(run, code: str, tests: list[str]):
+    from grpo_rewards.scorers.code_harness import assert_list_suite, harness_program, harness_reports
+
+    program, tag = harness_program(code, assert_list_suite(tests), 1.0, bytecode=True)
+    result = run(program, limits=Limits(wall_s=3.0, memory_mb=256, processes=9, output_bytes=1 << 16))
+    return result, [r for r in harness_reports(result.stdout, tag) if "test" in r]
+
+
+def test_harness_leftover_threads_and_forks_forge_nothing(run):
+    """A program that leaves a thread and a forked child printing verdict-shaped lines after the
+    tests: the real verdicts stand, nothing outlives the run."""
+    code = ("import os, threading, time, json\nLINE = json.dumps({'test': 1, 'status': 'passed'})\n"
+            "def spam():\n    while True:\n        print('@@grpo-' + '0' * 16 + '@@' + LINE, flush=True)\n        time.sleep(0.01)\n"
+            "def f(x):\n    threading.Thread(target=spam).start()\n    if os.fork() == 0:\n        spam()\n    return x")
+    result, verdicts = _harness_run(run, code, ["assert f(1) == 1", "assert f(2) == 3"])
+    assert [(v["test"], v["status"]) for v in verdicts] == [(0, "passed"), (1, "failed")]
+
+
+def test_harness_main_thread_is_out_of_reach(run):
+    """From the program's thread: no frames of the main thread, no gc, no ctypes, no /proc."""
+    probes = ["sys._current_frames()", "gc.get_objects()", "__import__('ctypes').string_at(id(OUT), 8)",
+              "open('/proc/self/mem')", "sys.settrace(lambda *a: None)", "sys._getframe(0)",
+              "sys.addaudithook(lambda *a: SEEN.append(a)); open('/dev/null').close(); assert SEEN"]
+    code = "import sys, gc\nOUT, SEEN = [], []\ndef f(x):\n" + "".join(
+        f"    try:\n        {p}\n        OUT.append({p!r})\n    except Exception:\n        pass\n" for p in probes) + \
+        "    return OUT"
+    result, verdicts = _harness_run(run, code, ["assert f(1) == []"])
+    assert verdicts == [{"test": 0, "status": "passed", "detail": ""}], result.stderr[-500:]
