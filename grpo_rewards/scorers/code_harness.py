@@ -1,12 +1,14 @@
-"""Test formats of `code_tests`: reading them from a reference, the assertion harness program,
-and the line-by-line output comparison.
+"""Assertion suites of `code_tests`: the tests of a reference as one suite, the guarded tests
+function and the program the sandbox runs, and the line-by-line output comparison.
 
 Assertion tests of one sample run in ONE sandbox execution: the tests become one function (the
-body of HumanEval's `check`, or the list of asserts) in which each test statement is wrapped in
-try/except with its own alarm, so the tests are compiled once, keep their local scope, and each
-gets a verdict. The harness program reports each verdict on a line that starts with a random
-per-execution tag; a test without a verdict (the program exited, crashed or was killed first)
-never counts as passed.
+body of HumanEval's `check`, the list of asserts, the calls of call-based tests, or the test
+functions of a pytest module), each test inside `with _grpo_case(i):`, so the tests are compiled
+once, keep their local scope, and each gets a verdict. The scorer rewrites the comparisons of
+the tests (see `_Guard`) and ships the harness (code_runtime.py); the harness reports each
+verdict on a line that starts with a random per-execution tag; a test without a verdict (the
+program exited, crashed or was killed first) never counts as passed. Reading the datasets'
+layouts into suites is code_formats.py's job.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import marshal
 import math
 import secrets
 import textwrap
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

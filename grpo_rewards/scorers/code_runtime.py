@@ -20,6 +20,7 @@ import json as _json
 import os as _os
 import sys as _sys
 import time as _time
+import traceback as _tb
 import types as _types
 
 _getframe, _current_frames, _get_ident = _sys._getframe, _sys._current_frames, _thread.get_ident
@@ -64,10 +65,6 @@ _state = {}
 
 
 class _Timeout(BaseException):
-    pass
-
-
-class _Untrusted(Exception):
     pass
 
 
@@ -350,9 +347,7 @@ def _describe(e):
     try:
         if isinstance(e, _AssertionError):
             return _cut(_str(e), 300)
-        import traceback
-
-        return _cut(traceback.format_exception_only(_type(e), e)[-1].strip(), 300)
+        return _cut(_tb.format_exception_only(_type(e), e)[-1].strip(), 300)
     except _BaseException:
         return _tp_name(_type(e))
 
