@@ -300,7 +300,9 @@ def _marshal(source: str | ast.Module, filename: str) -> str | None:
         return None
 
 
-_RUNTIME = Path(__file__).with_name("code_runtime.py").read_text(encoding="utf-8")
+# The harness's two parts: the main thread's and the program thread's (code_runtime*.py).
+_RUNTIME = {part: Path(__file__).with_name(name).read_text(encoding="utf-8")
+            for part, name in (("harness.py", "code_runtime.py"), ("thread.py", "code_runtime_thread.py"))}
 
 # What the sandbox runs: decode the data, then run the harness (code_runtime.py). For the local
 # sandbox (same interpreter, same bytecode magic) the trusted parts come as bytecode compiled by
@@ -335,10 +337,10 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
     interpreter, as the local one does); otherwise as source, for any Python 3."""
     tag = "@@grpo-" + secrets.token_hex(8) + "@@"
     parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "")
-    sources = {"harness.py": _RUNTIME, **{name: src for name, (src, _) in parts.items()}}
+    sources = {**_RUNTIME, **{name: src for name, (src, _) in parts.items()}}
     compiled = {}
     if bytecode:
-        compiled = {"harness.py": _runtime_bytecode(), **{name: b for name, (_, b) in parts.items() if b}}
+        compiled = {**_runtime_bytecode(), **{name: b for name, (_, b) in parts.items() if b}}
         sources = {name: src for name, src in sources.items() if name not in compiled}
     data = {"tag": tag, "code": code, "limit": per_test_s, "entry_point": suite.entry_point if suite.param else None,
             "module": "solution" if suite.pytest_module else "__main__", "ntests": len(suite.tests),
@@ -349,8 +351,8 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
 
 
 @functools.lru_cache(maxsize=1)
-def _runtime_bytecode() -> str:
-    return _marshal(_RUNTIME, "harness.py")
+def _runtime_bytecode() -> dict[str, str | None]:
+    return {part: _marshal(source, part) for part, source in _RUNTIME.items()}
 
 
 def harness_reports(stdout: str, tag: str) -> list[dict]:
