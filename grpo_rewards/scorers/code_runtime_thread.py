@@ -40,7 +40,8 @@ class _Timeout(BaseException):
     pass
 
 
-def _class_ok(cls, cache):
+def _class_ok(cls, cache, _tp_mro=_tp_mro, _tp_flags=_tp_flags, _tp_dict=_tp_dict, _HEAPTYPE=_HEAPTYPE,
+              _DECIDING=_DECIDING, _type=_type, _FunctionType=_FunctionType, _LIBS=_LIBS):
     ok = cache.get(cls)
     if ok is None:
         ok = True
@@ -61,10 +62,12 @@ def _class_ok(cls, cache):
     return ok
 
 
-def _trusted(value, cache):
+def _trusted(value, cache, _class_ok=_class_ok, _type=_type, _id=_id, _issubclass=_issubclass, _PLAIN=_PLAIN,
+             _CONTAINERS=_CONTAINERS, _set=_set, _map=_map, _next=_next, _list=list, _tuple=tuple, _dict=dict,
+             _frozenset=frozenset):
     """No object in `value` (followed through builtin containers, each once) is of a class that
     decides comparisons or truth with its own (program-made) code."""
-    todo, seen = [value], set()
+    todo, seen = [value], _set()
     while todo:
         item = todo.pop()
         cls = _type(item)
@@ -73,22 +76,22 @@ def _trusted(value, cache):
         if cls not in _CONTAINERS:
             if not _class_ok(cls, cache):
                 return False
-            base = next((b for b in (list, tuple, dict, set, frozenset) if _issubclass(cls, b)), None)
+            base = _next((b for b in (_list, _tuple, _dict, _set, _frozenset) if _issubclass(cls, b)), None)
             if base is None:
                 continue
             item, cls = base(item), base  # a builtin subclass that decides nothing itself: its contents
         if _id(item) in seen:
             continue
         seen.add(_id(item))
-        if cls is dict:
+        if cls is _dict:
             todo.extend(item.keys())
             todo.extend(item.values())
-        elif not set(map(_type, item)) <= _PLAIN:
+        elif not _set(_map(_type, item)) <= _PLAIN:
             todo.extend(item)
     return True
 
 
-def _cmp(op, left, right):
+def _cmp(op, left, right, _trusted=_trusted, _type=_type, _tp_name=_tp_name, _TypeError=TypeError):
     cache = {}
     if _trusted(left, cache) != _trusted(right, cache):
         # One side is a program-made value that decides comparisons itself: unequal to any
@@ -97,7 +100,7 @@ def _cmp(op, left, right):
             return False
         if op in ("!=", "not in"):
             return True
-        raise TypeError("%s between a builtin value and a %s, whose class decides comparisons itself"
+        raise _TypeError("%s between a builtin value and a %s, whose class decides comparisons itself"
                         % (op, _tp_name(_type(left if not _trusted(left, cache) else right))))
     if op == "==":
         return left == right
@@ -116,11 +119,11 @@ def _cmp(op, left, right):
     return left not in right
 
 
-def _truth(value):
+def _truth(value, _trusted=_trusted, _type=_type, _tp_name=_tp_name, _bool=bool, _TypeError=TypeError):
     if not _trusted(value, {}):
-        raise TypeError("the truth of a %s, whose class decides truth itself, is not accepted as a test result"
+        raise _TypeError("the truth of a %s, whose class decides truth itself, is not accepted as a test result"
                         % _tp_name(_type(value)))
-    return bool(value)
+    return _bool(value)
 
 
 def _cut(text, n=200):
@@ -135,7 +138,7 @@ def _safe_repr(value):
         return "<%s>" % _tp_name(_type(value))
 
 
-def _call(fn_name, args, expected, label):
+def _call(fn_name, args, expected, label, _cmp=_cmp, _state=_state, _type=_type, _len=_len):
     """One call-based test: `fn_name(*args)` (or `Solution().fn_name(*args)`) equals `expected`;
     a one-element list as expected also accepts its element (APPS)."""
     ns = _state["ns"]
