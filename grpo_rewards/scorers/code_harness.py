@@ -272,10 +272,11 @@ def _guarded(source: str, filename: str, bound_elsewhere: set[str]) -> ast.Modul
 
 
 @functools.lru_cache(maxsize=2048)  # the tests of one prompt serve its whole group
-def _compiled_parts(tests_src: str, setup: str, pytest_module: str) -> dict[str, tuple[str, str | None]]:
+def _compiled_parts(tests_src: str, setup: str, pytest_module: str, bytecode: bool) -> dict[str, tuple[str, str | None]]:
     """{part: (source, base64 marshalled bytecode or None)}: the guarded tests function, the
     setup and the pytest-style module. Source is what remote backends run (and what the
-    sandbox compiles when the bytecode cannot be made); bytecode is for the local sandbox."""
+    sandbox compiles when the bytecode cannot be made); bytecode is for the local sandbox, and
+    then the guarded source is not written out (ast.unparse costs more than the compile)."""
     try:
         setup_bound = _bound_names([ast.parse(setup)]) if setup else set()
     except (SyntaxError, ValueError):
@@ -289,7 +290,8 @@ def _compiled_parts(tests_src: str, setup: str, pytest_module: str) -> dict[str,
         if isinstance(tree, str):
             out[name] = (source, None)  # compiled (and its error reported) in the sandbox
             continue
-        out[name] = (ast.unparse(tree), _marshal(tree, name))
+        compiled = _marshal(tree, name) if bytecode else None
+        out[name] = ("" if compiled else ast.unparse(tree), compiled)
     return out
 
 
@@ -336,7 +338,7 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
     `bytecode`: ship the trusted parts compiled (only for a sandbox running this very
     interpreter, as the local one does); otherwise as source, for any Python 3."""
     tag = "@@grpo-" + secrets.token_hex(8) + "@@"
-    parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "")
+    parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "", bytecode)
     sources = {**_RUNTIME, **{name: src for name, (src, _) in parts.items()}}
     compiled = {}
     if bytecode:
