@@ -295,9 +295,9 @@ def _compiled_parts(tests_src: str, setup: str, pytest_module: str, bytecode: bo
     return out
 
 
-def _marshal(source: str | ast.Module, filename: str) -> str | None:
+def _marshal(source: str | ast.Module, filename: str, optimize: int = -1) -> str | None:
     try:
-        return base64.b64encode(marshal.dumps(compile(source, filename, "exec"))).decode("ascii")
+        return base64.b64encode(marshal.dumps(compile(source, filename, "exec", optimize=optimize))).decode("ascii")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -354,7 +354,9 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
 
 @functools.lru_cache(maxsize=1)
 def _runtime_bytecode() -> dict[str, str | None]:
-    return {part: _marshal(source, part) for part, source in _RUNTIME.items()}
+    # Without docstrings (optimize=2; the harness has no asserts): the program is shipped and
+    # decoded once per run, and its size is most of that.
+    return {part: _marshal(source, part, optimize=2) for part, source in _RUNTIME.items()}
 
 
 def harness_reports(stdout: str, tag: str) -> list[dict]:
