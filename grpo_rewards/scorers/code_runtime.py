@@ -19,6 +19,7 @@ reach; see docs/sandbox.md for what it allows and why.
 import _thread
 import builtins as _bi
 import json as _json
+import linecache as _linecache
 import os as _os
 import sys as _sys
 import time as _time
@@ -167,8 +168,13 @@ def _main(data, load):
     except OSError:
         pass
     path = _os.path.join(_os.getcwd(), "solution.py")
-    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
-        f.write(data["code"])  # for inspect.getsource, linecache and tracebacks, as with `python solution.py`
+    # The source as `python solution.py` has it: for inspect.getsource and tracebacks (linecache),
+    # and on disk when this is a fresh run directory (a backend that runs us in its own working
+    # directory gets no file written there).
+    _linecache.cache[path] = (_len(data["code"]), None, data["code"].splitlines(True), path)
+    if not _os.listdir("."):
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(data["code"])
     module = _ModuleType(data["module"])
     module.__file__, module.__builtins__ = path, _bi
     _sys.modules["solution"] = module
