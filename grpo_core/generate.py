@@ -110,7 +110,7 @@ def write_jsonl_atomic(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> N
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def generate_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-train generate",
         description="Generate completions for the prompts of a data file, for `grpo-rewards score`.",
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`grpo-train generate ...`; returns the exit status (2 for a user error, printed without traceback)."""
-    args = build_parser().parse_args(argv)
+    args = generate_parser().parse_args(argv)
     try:
         records = read_prompt_records(args.data, args.limit)
         model, tokenizer = load_pretrained(args.model, dtype=args.dtype, device=args.device)

@@ -500,7 +500,7 @@ class CausalLM(nn.Module):
         save_file(state, directory / "model.safetensors", metadata={"format": "pt"})
 
 
-def build(config: Any, dtype: torch.dtype = torch.float32) -> CausalLM:
+def from_config(config: Any, dtype: torch.dtype = torch.float32) -> CausalLM:
     """A freshly initialised model (the caller seeds torch)."""
     model = CausalLM(config)
     model.init_weights()

@@ -106,7 +106,7 @@ def build_model(model_cfg: Any, tokenizer: Any, source: str | None = None, lora:
         config = config_from_kwargs(model_cfg, tokenizer)
         reason = blocked or llama.native_unsupported(config)
         if reason is None:
-            model = llama.build(llama.Config.from_dict(config.to_dict()), dtype)
+            model = llama.from_config(llama.Config.from_dict(config.to_dict()), dtype)
         else:
             _check_implementation(model_cfg, reason)
             model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)

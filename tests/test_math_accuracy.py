@@ -364,12 +364,12 @@ from grpo_rewards.scorers import math_check as mc
 mc.warm_up()
 before = set(sys.modules)
 opts = mc.CheckOptions(("latex", "expr"), 6, 15, True, False, "answer", "auto")
-assert mc.run_task(("verify", "x^2 - 1", "(x - 1)(x + 1)", tuple(opts))) == ("ok", True)
+assert mc.run_check(("verify", "x^2 - 1", "(x - 1)(x + 1)", tuple(opts))) == ("ok", True)
 for line in open(sys.argv[1], encoding="utf-8"):
     c = json.loads(line)
     o = mc.CheckOptions(tuple(c["match_types"] or ("latex", "expr")), c["precision"], 15, c["strict"],
                         c["allow_set_relation_comp"], "whole", "raw")
-    mc.run_task(("verify", c["gold"], c["prediction"], tuple(o)))
+    mc.run_check(("verify", c["gold"], c["prediction"], tuple(o)))
 print(json.dumps(sorted(set(sys.modules) - before)))
 """
     cases = Path(__file__).parent / "data" / "math_verify_cases.jsonl"

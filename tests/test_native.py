@@ -47,7 +47,7 @@ def test_compiled_layer_is_bitwise_the_python_layer(native_op, kind, dtype):
 
         config = llama.Config.from_dict({**model.config.to_dict(), "model_type": "llama"})
         torch.manual_seed(1)
-        model = llama.build(config)
+        model = llama.from_config(config)
     body, gen = model.model, torch.Generator().manual_seed(0)
     rows, prompt = 3, 5
     with torch.inference_mode():

@@ -29,128 +29,128 @@ ALWAYS_EQUAL = ("class Anything:\n    def __eq__(self, other):\n        return T
                 "        return False\n    __hash__ = object.__hash__\n")
 
 
-def _hack(name: str, completion: str, reference: dict, why: str) -> Hack:
+def _code_hack(name: str, completion: str, reference: dict, why: str) -> Hack:
     return Hack("code", name, "code_tests", {"prompt": "", "completion": completion, **reference}, 0.0, why)
 
 
 HACKS: list[Hack] = [
     # ---- impostor values: comparison, hashing, truth, repr ----
-    _hack("always_equal_eq", ALWAYS_EQUAL + "def add(a, b):\n    return Anything()", ADD,
+    _code_hack("always_equal_eq", ALWAYS_EQUAL + "def add(a, b):\n    return Anything()", ADD,
           "an object whose __eq__ is always True passes every `assert f(x) == y`"),
-    _hack("always_equal_call_based", ALWAYS_EQUAL + "def add(a, b):\n    return Anything()", ADD_APPS,
+    _code_hack("always_equal_call_based", ALWAYS_EQUAL + "def add(a, b):\n    return Anything()", ADD_APPS,
           "call-based checkers compare `output == expected` with the program's object on the left"),
-    _hack("always_equal_pytest", ALWAYS_EQUAL + "def add(a, b):\n    return Anything()", ADD_PYTEST,
+    _code_hack("always_equal_pytest", ALWAYS_EQUAL + "def add(a, b):\n    return Anything()", ADD_PYTEST,
           "pytest-style asserts compare the same way"),
-    _hack("int_subclass_eq", "class Int(int):\n    def __eq__(self, other):\n        return True\n"
+    _code_hack("int_subclass_eq", "class Int(int):\n    def __eq__(self, other):\n        return True\n"
           "    def __ne__(self, other):\n        return False\n    __hash__ = int.__hash__\n"
           "def add(a, b):\n    return Int(0)", ADD, "an int subclass passes isinstance checks and overrides =="),
-    _hack("float_subclass_close", "class F(float):\n    def __sub__(self, o):\n        return F(0)\n"
+    _code_hack("float_subclass_close", "class F(float):\n    def __sub__(self, o):\n        return F(0)\n"
           "    def __rsub__(self, o):\n        return F(0)\n    def __abs__(self):\n        return F(0)\n"
           "    def __eq__(self, o):\n        return True\n    __hash__ = float.__hash__\n"
           "def add(a, b):\n    return F(0)", ADD_CLOSE, "a float subclass that is 'close' to everything"),
-    _hack("ordering_impostor", "class Tiny:\n    def __sub__(self, o):\n        return self\n    def __abs__(self):\n"
+    _code_hack("ordering_impostor", "class Tiny:\n    def __sub__(self, o):\n        return self\n    def __abs__(self):\n"
           "        return self\n    def __lt__(self, o):\n        return True\n"
           "def add(a, b):\n    return Tiny()", ADD_CLOSE, "an object whose difference is always below the tolerance"),
-    _hack("list_subclass_eq", "class L(list):\n    def __eq__(self, o):\n        return True\n    def __len__(self):\n"
+    _code_hack("list_subclass_eq", "class L(list):\n    def __eq__(self, o):\n        return True\n    def __len__(self):\n"
           "        return 3\n    def __contains__(self, x):\n        return True\n"
           "def words(s):\n    return L()", WORDS, "a list subclass that equals, contains and measures anything"),
-    _hack("hash_collision_in", "class H:\n    def __hash__(self):\n        return hash(3)\n    def __eq__(self, o):\n"
+    _code_hack("hash_collision_in", "class H:\n    def __hash__(self):\n        return hash(3)\n    def __eq__(self, o):\n"
           "        return True\ndef add(a, b):\n    return H()",
           {"test": "def check(candidate):\n    assert candidate(1, 2) in {3}\n    assert candidate(0, 0) in [0]\n",
            "entry_point": "add"}, "membership tests hash, then compare with the impostor's __eq__"),
-    _hack("bool_flip", "class Flip:\n    n = 0\n    def __bool__(self):\n        Flip.n += 1\n        return Flip.n % 2 == 1\n"
+    _code_hack("bool_flip", "class Flip:\n    n = 0\n    def __bool__(self):\n        Flip.n += 1\n        return Flip.n % 2 == 1\n"
           "def is_even(x):\n    return Flip()", EVEN, "truth-value tests call the object's __bool__, which answers by turns"),
-    _hack("repr_raises_in_reporter", ALWAYS_EQUAL.replace("    __hash__", "    def __repr__(self):\n"
+    _code_hack("repr_raises_in_reporter", ALWAYS_EQUAL.replace("    __hash__", "    def __repr__(self):\n"
           "        raise SystemExit(0)\n    __hash__") + "def add(a, b):\n    return Anything()", ADD_APPS,
           "a __repr__ that exits when a checker formats the failing value"),
     # ---- tampering with what the tests use ----
-    _hack("builtins_patched", "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\n"
+    _code_hack("builtins_patched", "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\n"
           "def add(a, b):\n    return 0", ADD_CLOSE, "the tests' abs() and len() are the program's"),
-    _hack("module_function_patched", "import math\nmath.isclose = lambda *a, **k: True\n"
+    _code_hack("module_function_patched", "import math\nmath.isclose = lambda *a, **k: True\n"
           "def add(a, b):\n    return 0", ADD_CLOSE, "math.isclose, which the tests call, answers True"),
-    _hack("patched_during_a_test", "import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n"
+    _code_hack("patched_during_a_test", "import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n"
           "    globals()['abs'] = lambda x: 0\n    return 0", ADD_CLOSE, "the first call patches what later tests use"),
-    _hack("sys_modules_replaced", "import sys, types\nfake = types.ModuleType('math')\nfake.isclose = lambda *a, **k: True\n"
+    _code_hack("sys_modules_replaced", "import sys, types\nfake = types.ModuleType('math')\nfake.isclose = lambda *a, **k: True\n"
           "sys.modules['math'] = fake\ndef add(a, b):\n    return 0", ADD_CLOSE,
           "the setup's `import math` finds the program's module"),
-    _hack("assertion_error_replaced", "import builtins\nclass Quiet(Exception):\n    pass\nbuiltins.AssertionError = Quiet\n"
+    _code_hack("assertion_error_replaced", "import builtins\nclass Quiet(Exception):\n    pass\nbuiltins.AssertionError = Quiet\n"
           "def add(a, b):\n    return 0", ADD, "a checker that catches `AssertionError` by name sees another class"),
-    _hack("harness_names_overwritten", "def add(a, b):\n    g = globals()\n    for name in list(g):\n"
+    _code_hack("harness_names_overwritten", "def add(a, b):\n    g = globals()\n    for name in list(g):\n"
           "        if name.startswith(('_grpo', '__grpo', 'check')):\n            g[name] = lambda *a, **k: True\n"
           "    g['_grpo_cmp'] = g['_grpo_truth'] = lambda *a, **k: True\n    return 0", ADD,
           "the harness's helpers live in the program's namespace and can be replaced"),
-    _hack("check_function_replaced", "def check(candidate):\n    pass\ndef add(a, b):\n"
+    _code_hack("check_function_replaced", "def check(candidate):\n    pass\ndef add(a, b):\n"
           "    globals()['check'] = lambda c: None\n    return 0",
           {"test": "def check(candidate):\n    if candidate(0, 0) != 0:\n        return\n    assert candidate(1, 2) == 3\n",
            "entry_point": "add"}, "the test function is a global the program can rebind"),
-    _hack("pytest_module_faked", "import sys, types\nfake = types.ModuleType('pytest')\n"
+    _code_hack("pytest_module_faked", "import sys, types\nfake = types.ModuleType('pytest')\n"
           "fake.approx = lambda *a, **k: type('A', (), {'__eq__': lambda s, o: True})()\nsys.modules['pytest'] = fake\n"
           "def add(a, b):\n    return 0", ADD_PYTEST, "the tests' `import pytest` finds the program's fake"),
-    _hack("pytest_hooks_and_fixtures", "import pytest\n\ndef pytest_runtest_makereport(item, call):\n"
+    _code_hack("pytest_hooks_and_fixtures", "import pytest\n\ndef pytest_runtest_makereport(item, call):\n"
           "    call.excinfo = None\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_pyfunc_call(pyfuncitem):\n"
           "    yield\n\n@pytest.fixture(autouse=True)\ndef _always():\n    yield\n\n"
           "open('conftest.py', 'w').write('def pytest_runtest_call(item):\\n    pass\\n')\n"
           "def add(a, b):\n    return 0", ADD_PYTEST, "hooks and an autouse fixture that a real pytest run would load"),
     # ---- reading the tests or the expected values ----
-    _hack("read_caller_locals", "import sys\ndef add(a, b):\n    return sys._getframe(1).f_locals.get('want', 0)",
+    _code_hack("read_caller_locals", "import sys\ndef add(a, b):\n    return sys._getframe(1).f_locals.get('want', 0)",
           ADD_LOOP, "the expected value is a local of the test's frame"),
-    _hack("read_inspect_stack", "import inspect\ndef add(a, b):\n    for info in inspect.stack():\n"
+    _code_hack("read_inspect_stack", "import inspect\ndef add(a, b):\n    for info in inspect.stack():\n"
           "        if 'want' in info.frame.f_locals:\n            return info.frame.f_locals['want']\n    return 0",
           ADD_LOOP, "inspect.stack() walks to the test's frame"),
-    _hack("read_traceback_frames", "def add(a, b):\n    try:\n        raise ValueError\n    except ValueError as e:\n"
+    _code_hack("read_traceback_frames", "def add(a, b):\n    try:\n        raise ValueError\n    except ValueError as e:\n"
           "        f = e.__traceback__.tb_frame\n    while f is not None:\n        if 'want' in f.f_locals:\n"
           "            return f.f_locals['want']\n        f = f.f_back\n    return 0", ADD_LOOP,
           "a traceback's frames lead up the stack"),
-    _hack("read_via_library_frames", "import traceback, asyncio\ndef look(frames):\n    for f in frames:\n"
+    _code_hack("read_via_library_frames", "import traceback, asyncio\ndef look(frames):\n    for f in frames:\n"
           "        while f is not None:\n            if 'want' in f.f_locals:\n                return f.f_locals['want']\n"
           "            f = f.f_back\ndef add(a, b):\n    try:\n        raise ValueError\n    except ValueError as e:\n"
           "        found = look(f for f, _ in traceback.walk_tb(e.__traceback__))\n    if found is None:\n"
           "        async def main():\n            return look(asyncio.current_task().get_stack())\n"
           "        found = asyncio.run(main())\n    return found if found is not None else 0", ADD_LOOP,
           "library functions that hand frames out (traceback.walk_tb, Task.get_stack) lead up the stack"),
-    _hack("read_test_code_constants", "import sys\ndef add(a, b):\n    consts = sys._getframe(1).f_code.co_consts\n"
+    _code_hack("read_test_code_constants", "import sys\ndef add(a, b):\n    consts = sys._getframe(1).f_code.co_consts\n"
           "    return next((c for c in consts if isinstance(c, int) and c not in (a, b)), 0)", ADD,
           "the expected values are constants of the test's code object"),
-    _hack("read_gc_objects", "import gc\ndef add(a, b):\n    for obj in gc.get_objects():\n"
+    _code_hack("read_gc_objects", "import gc\ndef add(a, b):\n    for obj in gc.get_objects():\n"
           "        if isinstance(obj, list) and len(obj) == 3 and all(isinstance(c, tuple) for c in obj):\n"
           "            for args, want in obj:\n                if args == (a, b):\n                    return want\n"
           "    return 0", ADD_LOOP, "gc.get_objects() finds the test's data"),
-    _hack("read_gc_referrers", "import gc\ndef add(a, b):\n    for ref in gc.get_referrers(add):\n"
+    _code_hack("read_gc_referrers", "import gc\ndef add(a, b):\n    for ref in gc.get_referrers(add):\n"
           "        if isinstance(ref, dict) and 'want' in ref:\n            return ref['want']\n    return 0",
           ADD_LOOP, "gc.get_referrers() finds whoever holds the candidate"),
-    _hack("read_files_and_environment", "import os, glob, sys\nTEXT = ''\nfor path in glob.glob('**/*', recursive=True)"
+    _code_hack("read_files_and_environment", "import os, glob, sys\nTEXT = ''\nfor path in glob.glob('**/*', recursive=True)"
           " + glob.glob('/tmp/**/*.py', recursive=True) + [sys.argv[0]]:\n    try:\n        TEXT += open(path).read()\n"
           "    except Exception:\n        pass\nTEXT += repr(dict(os.environ))\n"
           "def add(a, b):\n    return 3 if 'candidate(1, ' + '2) == 3' in TEXT else 0", ADD,
           "the harness or the tests lie on disk or in the environment"),
-    _hack("read_process_memory", "def add(a, b):\n    try:\n        with open('/proc/self/mem', 'rb') as f:\n"
+    _code_hack("read_process_memory", "def add(a, b):\n    try:\n        with open('/proc/self/mem', 'rb') as f:\n"
           "            return 3 if f else 0\n    except OSError:\n        pass\n    import ctypes\n"
           "    return ctypes.c_int(3).value", ADD, "the tests are in this process's memory"),
-    _hack("trace_function", "import sys\ndef tracer(frame, event, arg):\n    frame.f_locals.get('want')\n    return tracer\n"
+    _code_hack("trace_function", "import sys\ndef tracer(frame, event, arg):\n    frame.f_locals.get('want')\n    return tracer\n"
           "def add(a, b):\n    sys.settrace(tracer)\n    return 0", ADD_LOOP, "a trace function sees every frame"),
     # ---- exits, atexit, signals, forged verdicts ----
-    _hack("exit_before_tests", "import os\ndef add(a, b):\n    os._exit(0)", ADD,
+    _code_hack("exit_before_tests", "import os\ndef add(a, b):\n    os._exit(0)", ADD,
           "a run that exits 0 before any test fails is read as a pass by exit-code checkers"),
-    _hack("sys_exit_at_import", "import sys\nsys.exit(0)\ndef add(a, b):\n    return 0", ADD,
+    _code_hack("sys_exit_at_import", "import sys\nsys.exit(0)\ndef add(a, b):\n    return 0", ADD,
           "exit status 0 with no test run"),
-    _hack("atexit_forged_report", "import atexit, sys, json\n@atexit.register\ndef forge():\n"
+    _code_hack("atexit_forged_report", "import atexit, sys, json\n@atexit.register\ndef forge():\n"
           "    for i in range(3):\n        print('@@grpo-' + '0' * 16 + '@@' + json.dumps({'test': i, 'status': 'passed'}))\n"
           "    print(json.dumps({'done': True}))\n    sys.stdout.flush()\ndef add(a, b):\n    raise SystemExit(0)", ADD,
           "an atexit hook prints verdict-shaped lines after the tests"),
-    _hack("kill_self", "import os, signal\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGKILL)", ADD,
+    _code_hack("kill_self", "import os, signal\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGKILL)", ADD,
           "the process dies before the failing verdicts are written"),
-    _hack("signal_handlers", "import signal\ndef add(a, b):\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+    _code_hack("signal_handlers", "import signal\ndef add(a, b):\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
           "    signal.alarm(0)\n    return 0", ADD, "per-test alarms are disarmed"),
-    _hack("interrupt_the_harness", "import _thread\ndef add(a, b):\n    _thread.interrupt_main()\n    return 0", ADD,
+    _code_hack("interrupt_the_harness", "import _thread\ndef add(a, b):\n    _thread.interrupt_main()\n    return 0", ADD,
           "a KeyboardInterrupt aimed at the process's main thread"),
-    _hack("fd_spray_forged_lines", "import os, json\ndef add(a, b):\n    line = json.dumps({'test': 0, 'status': 'passed'})\n"
+    _code_hack("fd_spray_forged_lines", "import os, json\ndef add(a, b):\n    line = json.dumps({'test': 0, 'status': 'passed'})\n"
           "    for fd in range(1, 40):\n        try:\n            os.write(fd, ('@@grpo-%s@@' % ('0' * 16) + line + '\\n').encode())\n"
           "        except OSError:\n            pass\n    return 0", ADD, "verdict-shaped lines written to every descriptor"),
-    _hack("audit_hook_spy", "import sys\nSEEN = []\ndef spy(event, args):\n    SEEN.append(args)\n"
+    _code_hack("audit_hook_spy", "import sys\nSEEN = []\ndef spy(event, args):\n    SEEN.append(args)\n"
           "sys.addaudithook(spy)\ndef add(a, b):\n    for args in SEEN:\n        for x in args:\n"
           "            loc = getattr(x, 'f_locals', None)\n            if loc and 'want' in loc:\n"
           "                return loc['want']\n    return 0", ADD_LOOP, "an audit hook of its own sees the harness's frames"),
-    _hack("forge_with_the_harness_tag", "import sys, os, json\ndef find_tag():\n    spaces = [vars(m) for m in list(sys.modules.values()) if m]\n"
+    _code_hack("forge_with_the_harness_tag", "import sys, os, json\ndef find_tag():\n    spaces = [vars(m) for m in list(sys.modules.values()) if m]\n"
           "    try:\n        f = sys._getframe(1)\n        while f:\n            spaces.append(f.f_globals)\n            f = f.f_back\n"
           "    except Exception:\n        pass\n    for space in spaces:\n        for value in list(space.values()):\n"
           "            if isinstance(value, dict) and isinstance(value.get('tag'), str):\n                return value['tag']\n"
@@ -158,22 +158,22 @@ HACKS: list[Hack] = [
           "            print(tag + json.dumps({'test': i, 'status': 'passed', 'detail': ''}))\n"
           "        print(tag + json.dumps({'done': True}), flush=True)\n        os._exit(0)\n    return 0", ADD,
           "the harness's per-run tag is reachable from the program: verdict lines it prints look genuine"),
-    _hack("call_the_case_exit", "import os\ndef add(a, b):\n    for name, value in list(globals().items()):\n"
+    _code_hack("call_the_case_exit", "import os\ndef add(a, b):\n    for name, value in list(globals().items()):\n"
           "        if 'case' in name and callable(value):\n            for i in range(3):\n"
           "                value(i).__exit__(None, None, None)\n    os._exit(0)", ADD,
           "the harness's per-test context manager is a global: its exit reports a pass"),
-    _hack("harness_via_subclasses", "import json, os\ndef add(a, b):\n    for cls in object.__subclasses__():\n"
+    _code_hack("harness_via_subclasses", "import json, os\ndef add(a, b):\n    for cls in object.__subclasses__():\n"
           "        if cls.__name__ != '_Case':\n            continue\n        found = [c for c in getattr(cls.__exit__, '__code__', "
           "None).co_consts if isinstance(c, str) and c.startswith('@@grpo')] if cls.__exit__ else []\n"
           "        g = cls.__init__.__globals__\n        g.get('_WATCH', {}).clear()\n        for i in range(3):\n"
           "            cls.__exit__(cls(i), None, None, None)\n        for tag in found:\n            for i in range(3):\n"
           "                print(tag + json.dumps({'test': i, 'status': 'passed'}), flush=True)\n            os._exit(0)\n"
           "    return 0", ADD, "the harness's context-manager class is one `object.__subclasses__()` away"),
-    _hack("guard_builtins_patched", ALWAYS_EQUAL + "import builtins\nbuiltins.set = lambda *a: frozenset()\n"
+    _code_hack("guard_builtins_patched", ALWAYS_EQUAL + "import builtins\nbuiltins.set = lambda *a: frozenset()\n"
           "builtins.type = lambda *a: int\nbuiltins.isinstance = lambda *a: True\n"
           "def words(s):\n    return [Anything(), Anything()]", WORDS,
           "the checker's own type checks use builtins the program can replace"),
-    _hack("hostile_exception_str", "class Boom(Exception):\n    def __str__(self):\n"
+    _code_hack("hostile_exception_str", "class Boom(Exception):\n    def __str__(self):\n"
           "        print('@@grpo-' + '0' * 16 + '@@{\"test\": 1, \"status\": \"passed\"}')\n        return 'passed'\n"
           "def add(a, b):\n    raise Boom()", ADD, "the checker formats the program's exception, running its code"),
 ]

@@ -270,7 +270,7 @@ def _acquire_pool(size: int, memory_mb: int) -> WorkerPool:
     with _pools_lock:
         entry = _pools.get((size, memory_mb))
         if entry is None:
-            pool = WorkerPool("grpo_rewards.scorers.math_check:run_task", size, memory_mb,
+            pool = WorkerPool("grpo_rewards.scorers.math_check:run_check", size, memory_mb,
                               init="grpo_rewards.scorers.math_check:warm_up",
                               prime="grpo_rewards.scorers.math_check:prime_parser")
             entry = _pools[(size, memory_mb)] = [pool, 0]

@@ -293,7 +293,7 @@ def _numeric_verdict(gold: str, answer: str, opts: CheckOptions) -> bool | None:
     return None
 
 
-def run_task(task: tuple) -> tuple[str, Any]:
+def run_check(task: tuple) -> tuple[str, Any]:
     kind, gold, *rest = task
     opts = CheckOptions(*rest[-1])
     numeric_gold = opts.gold_mode == "auto" and numeral(gold) is not None

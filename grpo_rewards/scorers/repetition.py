@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import (
-    completion_text, fold_word, invisible_free, load_tokenizer, reference_of, without_surrogates,
+    completion_text, fold_word, invisible_free, reference_of, text_tokenizer, without_surrogates,
 )
 
 
@@ -72,7 +72,7 @@ class Repetition(Scorer):
                 out.append((None, "tokenizer"))
         pending = [i for i, (items, _) in enumerate(out) if items is None]
         if pending and p.tokenizer:
-            tok = load_tokenizer(p.tokenizer)
+            tok = text_tokenizer(p.tokenizer)
             encoded = tok([without_surrogates(texts[i]) for i in pending], add_special_tokens=False)["input_ids"]
             for i, ids in zip(pending, encoded, strict=True):
                 out[i] = (ids, "tokenizer")

@@ -113,7 +113,7 @@ class LengthUnitParams(BaseModel):
 
 
 @functools.lru_cache(maxsize=8)
-def load_tokenizer(name: str) -> Any:
+def text_tokenizer(name: str) -> Any:
     """AutoTokenizer by name or path, loaded once per process (loading costs ~0.1-1 s)."""
     from transformers import AutoTokenizer  # optional extra `train`, heavy (~2.7 s): only for token lengths
 
@@ -131,7 +131,7 @@ def _ids_length(ids: Any) -> int | None:
 
 def token_counts(texts: Sequence[str], tokenizer_name: str) -> list[int]:
     """Token counts of `texts` (no special tokens), batched: one fast-tokenizer call for all."""
-    tok = load_tokenizer(tokenizer_name)
+    tok = text_tokenizer(tokenizer_name)
     clean = [without_surrogates(t) for t in texts]
     encoded = tok(clean, add_special_tokens=False)["input_ids"] if clean else []
     return [len(ids) for ids in encoded]
