@@ -382,6 +382,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 1 if paying else 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Imported here: FastAPI and uvicorn come with the optional `serve` extra.
+    try:
+        from grpo_rewards.serve import ServerSettings, serve
+    except ModuleNotFoundError as exc:
+        raise UserError(f"serve needs the serve extra ({exc.name} is missing): pip install 'grpo-rewards[serve]'") from None
+    settings = ServerSettings(max_batch=args.max_batch, max_queue=args.max_queue,
+                              max_body_bytes=args.max_body_mb * 1024 * 1024)
+    serve(args.spec, host=args.host, port=args.port, token_file=args.token_file, workers=args.workers,
+          settings=settings, registry=_registry())
+    return 0
+
+
 def cmd_sandbox_check(args: argparse.Namespace) -> int:
     # Imported here: the sandbox pulls in process machinery the other commands never need.
     try:
@@ -447,6 +460,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
     p.add_argument("--all", action="store_true", help="list every check, not only the hacks that pay")
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("serve", help="serve a spec over HTTP (native /score and OpenRLHF's remote reward API)")
+    p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; "
+                   "anything beyond loopback needs --token-file)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--token-file", help="file holding the bearer token clients must send")
+    p.add_argument("--workers", type=_positive_int, default=1, help="server processes (default 1)")
+    p.add_argument("--max-batch", type=_positive_int, default=256, help="samples per scorer call (default 256)")
+    p.add_argument("--max-queue", type=_positive_int, default=4096,
+                   help="samples waiting before new requests get 503 (default 4096)")
+    p.add_argument("--max-body-mb", type=_positive_int, default=8, help="request size limit in MiB (default 8)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("sandbox-check", help="which isolation layers the code sandbox has on this host",
                        add_help=False)

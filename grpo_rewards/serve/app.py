@@ -1,0 +1,171 @@
+"""The reward server's HTTP API (FastAPI): `/score`, the OpenRLHF endpoint, `/health`, `/spec`.
+
+FastAPI because the request bodies are pydantic models, as the spec is: a missing or mistyped
+field is refused with its path (`samples[3].completion`) without hand-written checks, and
+uvicorn under it finishes in-flight requests on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo_rewards.compose import CompositeReward, RewardBatch
+from grpo_rewards.errors import format_loc
+from grpo_rewards.scorer import Sample
+from grpo_rewards.serve.batcher import Batcher, QueueFull
+from grpo_rewards.serve.guard import Guard
+
+log = logging.getLogger(__name__)
+
+Text = str | list[dict[str, Any]]
+# End-of-sequence markers OpenRLHF leaves in `query` (it decodes with skip_special_tokens=False).
+EOS_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
+
+
+class SampleIn(BaseModel):
+    """One sample: `completion`, optional `prompt`, and reference fields (flat or under `reference`)."""
+
+    model_config = ConfigDict(extra="allow")
+    completion: Text
+    prompt: Text = ""
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    samples: list[SampleIn] = Field(min_length=1)
+    info: bool = Field(False, description="Include each scorer's info (the reasons) per sample.")
+
+
+class OpenRLHFRequest(BaseModel):
+    """What OpenRLHF's remote reward client posts: prompt+response text, prompts, labels."""
+
+    query: list[str] = Field(min_length=1)
+    prompts: list[str] | None = None
+    labels: list[Any] | None = None
+
+
+@dataclass
+class ServerSettings:
+    max_batch: int = 256
+    max_queue: int = 4096
+    max_body_bytes: int = 8 * 1024 * 1024
+    token: str | None = None
+    none_score: float = math.nan  # what the OpenRLHF endpoint sends for a sample nothing could score
+    retry_after_s: int = 1
+
+
+def openrlhf_samples(body: OpenRLHFRequest, answer_field: str = "answer") -> list[Sample]:
+    """`query` is prompt + response as one decoded string: the completion is what follows the prompt."""
+    n = len(body.query)
+    for name in ("prompts", "labels"):
+        value = getattr(body, name)
+        if value is not None and len(value) != n:
+            raise ValueError(f"{name}: has {len(value)} entries for {n} queries")
+    samples = []
+    for i, query in enumerate(body.query):
+        prompt = body.prompts[i] if body.prompts is not None else ""
+        completion = query[len(prompt):] if prompt and query.startswith(prompt) else query
+        for marker in EOS_MARKERS:
+            completion = completion.removesuffix(marker)
+        label = body.labels[i] if body.labels is not None else None
+        reference = dict(label) if isinstance(label, dict) else ({answer_field: label} if label is not None else {})
+        samples.append(Sample(prompt, completion, reference))
+    return samples
+
+
+def _finite_or(value: float | None, fallback: float) -> float:
+    return fallback if value is None else value
+
+
+def openrlhf_response(batch: RewardBatch, none_score: float) -> dict[str, Any]:
+    """OpenRLHF reads `rewards` (trained on), `scores` (dynamic filtering) and `extra_logs` (logged)."""
+    rewards = [_finite_or(t, none_score) for t in batch.totals]
+    extra = {alias: [_finite_or(v, math.nan) for v in values] for alias, values in batch.values.items()}
+    extra["scored"] = [0.0 if t is None else 1.0 for t in batch.totals]
+    return {"rewards": rewards, "scores": rewards, "extra_logs": extra}
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    # Paths without FastAPI's leading "body": `samples[3].completion: Field required`.
+    problems = []
+    for err in exc.errors():
+        loc = [p for p in err.get("loc", ()) if p != "body"]
+        problems.append(f"{format_loc(loc) or '<body>'}: {err.get('msg', 'invalid')}")
+    return JSONResponse({"error": "; ".join(problems), "problems": problems}, status_code=422)
+
+
+def create_app(reward: CompositeReward, settings: ServerSettings | None = None) -> FastAPI:
+    """The ASGI app serving `reward`; the composite is closed when the app shuts down."""
+    settings = settings or ServerSettings()
+    batcher = Batcher(reward, settings.max_batch, settings.max_queue)
+    counts = {"accepted": 0, "answered": 0}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        yield
+        # uvicorn runs this after every in-flight request has been answered.
+        await batcher.stop()
+        reward.close()
+        log.warning("reward server stopped: %d requests accepted, %d answered",
+                    counts["accepted"], counts["answered"])
+
+    app = FastAPI(title="grpo-rewards", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, token=settings.token)
+    app.state.counts = counts
+    app.state.batcher = batcher
+
+    async def scored(samples: list[Sample]) -> RewardBatch | JSONResponse:
+        counts["accepted"] += 1
+        try:
+            return await batcher.score(samples)
+        except QueueFull as exc:
+            return JSONResponse({"error": f"server busy: {exc}"}, status_code=503,
+                                headers={"Retry-After": str(settings.retry_after_s)})
+        except Exception as exc:  # noqa: BLE001 - a scorer with on_error: raise; the message goes back
+            return JSONResponse({"error": f"scoring failed: {type(exc).__name__}: {exc}"}, status_code=500)
+        finally:
+            counts["answered"] += 1
+
+    @app.post("/score")
+    async def score(body: ScoreRequest) -> Any:
+        samples = [Sample.from_record(s.model_dump()) for s in body.samples]
+        batch = await scored(samples)
+        if isinstance(batch, JSONResponse):
+            return batch
+        return {"aliases": reward.aliases, "weights": reward.weights,
+                "results": [batch.record(i, with_info=body.info) for i in range(len(batch))]}
+
+    async def openrlhf(body: OpenRLHFRequest) -> Any:
+        try:
+            samples = openrlhf_samples(body)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
+        batch = await scored(samples)
+        return batch if isinstance(batch, JSONResponse) else openrlhf_response(batch, settings.none_score)
+
+    # `/get_reward` is the path OpenRLHF's own reward-model server uses; `/openrlhf` says what it is.
+    app.post("/openrlhf")(openrlhf)
+    app.post("/get_reward")(openrlhf)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "queued_samples": batcher.pending, "batches": batcher.batches,
+                "requests": dict(counts), "errors": dict(reward.error_counts)}
+
+    @app.get("/spec")
+    async def spec() -> dict[str, Any]:
+        return reward.spec.model_dump(mode="json")
+
+    return app
