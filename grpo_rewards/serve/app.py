@@ -7,6 +7,7 @@ uvicorn under it finishes in-flight requests on SIGTERM.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.compose import CompositeReward, RewardBatch
@@ -153,7 +154,11 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=422)
         batch = await scored(samples)
-        return batch if isinstance(batch, JSONResponse) else openrlhf_response(batch, settings.none_score)
+        if isinstance(batch, JSONResponse):
+            return batch
+        # json.dumps writes NaN as `NaN`, which OpenRLHF's json.loads reads back as a float; FastAPI's
+        # encoder would turn it into null, and `torch.tensor([None])` fails in OpenRLHF.
+        return Response(json.dumps(openrlhf_response(batch, settings.none_score)), media_type="application/json")
 
     # `/get_reward` is the path OpenRLHF's own reward-model server uses; `/openrlhf` says what it is.
     app.post("/openrlhf")(openrlhf)
