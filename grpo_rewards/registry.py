@@ -25,6 +25,7 @@ BUILTIN_PLUGINS = (
     "grpo_rewards.scorers.math",
     "grpo_rewards.scorers.code",
     "grpo_rewards.scorers.group",
+    "grpo_rewards.scorers.remote",
     "grpo_rewards.sandbox.local",
 )
 
