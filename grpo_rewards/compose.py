@@ -11,6 +11,7 @@ deterministic scorers are served from a score cache (see `cache`).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,6 +138,13 @@ class CompositeReward:
     def as_trl(self, group_size: int | None = None) -> tuple[list[TrlRewardFunction], list[float]]:
         """`(reward_funcs, reward_weights)` for TRL's `GRPOTrainer`; see `integrations.trl`."""
         return trl_reward_functions(self, group_size)
+
+    def as_verl(self, none_score: float = math.nan) -> Any:
+        """verl's custom reward function (`compute_score(data_source, solution_str, ground_truth, extra_info)`,
+        with `.batch(...)` for its batch manager); see `integrations.verl`."""
+        from grpo_rewards.integrations.verl import VerlReward
+
+        return VerlReward(self, none_score)
 
     def close(self) -> None:
         for member in self.members:

@@ -30,6 +30,12 @@ MATH_FORMAT_SPEC = (
 )
 
 
+def spec_file(directory: Path, text: str = MATH_FORMAT_SPEC, name: str = "spec.yaml") -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
 class Boom(Scorer):
     """1 per sample, but raises on a batch holding a completion with `BOOM` (fault tests)."""
 
@@ -134,6 +140,16 @@ def get(url: str, timeout: float = 30, token: str | None = None) -> tuple[int, d
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read() or b"{}")
+
+
+def cli_scores(spec: Path, rows: list[dict], tmp: Path) -> list[dict]:
+    """What `grpo-rewards score` writes for `rows`: the reference every server answer must equal."""
+    inp, out = tmp / "rows.jsonl", tmp / "cli.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = [str(Path(sys.executable).with_name("grpo-rewards")), "score", "--spec", str(spec), "--input", str(inp),
+           "--output", str(out), "--no-progress"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=180)
+    return [{k: r[k] for k in ("total", "scores")} for r in map(json.loads, out.read_text().splitlines())]
 
 
 def math_rows(n: int) -> list[dict[str, Any]]:

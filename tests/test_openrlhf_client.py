@@ -15,8 +15,7 @@ import pytest
 pytest.importorskip("fastapi")
 agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf (pip install --no-deps openrlhf aiohttp)")
 
-from _serve_helpers import MATH_FORMAT_SPEC, Server, math_rows  # noqa: E402
-from test_serve import cli_scores  # noqa: E402
+from _serve_helpers import MATH_FORMAT_SPEC, Server, cli_scores, math_rows  # noqa: E402
 
 EOS = "<|im_end|>"
 

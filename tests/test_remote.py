@@ -14,9 +14,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from _serve_helpers import MATH_FORMAT_SPEC, Server, get, math_rows, write_plugin_site  # noqa: E402
+from _serve_helpers import MATH_FORMAT_SPEC, Server, cli_scores, get, math_rows, write_plugin_site  # noqa: E402
 from reward_helpers import subprocess_env  # noqa: E402
-from test_serve import cli_scores  # noqa: E402
 
 from grpo_rewards.compose import build  # noqa: E402
 from grpo_rewards.errors import UserError  # noqa: E402

@@ -5,10 +5,7 @@ Every answer is compared with `grpo-rewards score` on the same rows.
 
 from __future__ import annotations
 
-import json
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -16,26 +13,14 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from _serve_helpers import MATH_FORMAT_SPEC, Server, get, math_rows, post, write_plugin_site  # noqa: E402
+from _serve_helpers import Server, cli_scores, get, math_rows, post, spec_file, write_plugin_site  # noqa: E402
 
 from grpo_rewards.cli import main  # noqa: E402
 
 
-def cli_scores(spec: Path, rows: list[dict], tmp: Path) -> list[dict]:
-    """What `grpo-rewards score` writes for `rows`: the reference every server answer must equal."""
-    inp, out = tmp / "rows.jsonl", tmp / "cli.jsonl"
-    inp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cmd = [str(Path(sys.executable).with_name("grpo-rewards")), "score", "--spec", str(spec), "--input", str(inp),
-           "--output", str(out), "--no-progress"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=180)
-    return [{k: r[k] for k in ("total", "scores")} for r in map(json.loads, out.read_text().splitlines())]
-
-
 @pytest.fixture(scope="module")
 def math_spec(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("spec") / "math.yaml"
-    path.write_text(MATH_FORMAT_SPEC)
-    return path
+    return spec_file(tmp_path_factory.mktemp("spec"))
 
 
 @pytest.fixture(scope="module")

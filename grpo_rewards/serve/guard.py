@@ -13,6 +13,7 @@ from typing import Any
 Scope = dict[str, Any]
 Message = dict[str, Any]
 OPEN_PATHS = frozenset({"/health"})  # liveness probes carry no token
+DRAIN_FACTOR = 4  # bodies up to this many times the limit are read to the end before the 413
 
 
 async def _send_error(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -45,22 +46,24 @@ class Guard:
             await _send_error(send, 401, "missing or wrong bearer token (Authorization: Bearer <token>)",
                               [(b"www-authenticate", b"Bearer")])
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
         limit = self.max_body_bytes
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > DRAIN_FACTOR * limit:
             await _send_error(send, 413, f"request body of {int(declared)} bytes is over the limit of {limit}")
             return
-        # Read the whole body here (it is needed anyway), so an oversized chunked body is refused
-        # before any route sees it.
+        # Read the whole body here (it is needed anyway), so an oversized body (chunked ones too) is
+        # refused before any route sees it. A body a little over the limit is read to its end and
+        # dropped, so the client, still sending, gets the 413 rather than a broken pipe.
         chunks, received, more = [], 0, True
         while more:
             message = await receive()
             if message["type"] != "http.request":  # the client left: nothing to answer
                 return
-            chunks.append(message.get("body", b""))
-            received += len(chunks[-1])
+            received += len(message.get("body", b""))
             more = message.get("more_body", False)
-            if received > limit:
+            if received <= limit:
+                chunks.append(message.get("body", b""))
+            elif not more or received > DRAIN_FACTOR * limit:
                 await _send_error(send, 413, f"request body is over the limit of {limit} bytes")
                 return
         body, replayed = b"".join(chunks), False
