@@ -6,11 +6,15 @@ and prints the address it got. Everything stops by itself: every call has a time
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -150,6 +154,25 @@ def cli_scores(spec: Path, rows: list[dict], tmp: Path) -> list[dict]:
            "--output", str(out), "--no-progress"]
     subprocess.run(cmd, check=True, capture_output=True, timeout=180)
     return [{k: r[k] for k in ("total", "scores")} for r in map(json.loads, out.read_text().splitlines())]
+
+
+_WORK = Path(tempfile.mkdtemp(prefix="grpo-serve-tests-"))
+atexit.register(shutil.rmtree, _WORK, True)
+
+
+@functools.cache
+def math_expected(n: int = 64) -> tuple[dict, ...]:
+    """The CLI's results for `math_rows(n)` under MATH_FORMAT_SPEC, computed once per test session."""
+    tmp = Path(tempfile.mkdtemp(dir=_WORK))
+    return tuple(cli_scores(spec_file(tmp), math_rows(n), tmp))
+
+
+@functools.cache
+def math_server() -> Server:
+    """One MATH_FORMAT_SPEC server shared by the tests that do not stop or break it; stopped at exit."""
+    server = Server(spec_file(Path(tempfile.mkdtemp(dir=_WORK))))
+    atexit.register(server.stop)
+    return server
 
 
 def math_rows(n: int) -> list[dict[str, Any]]:

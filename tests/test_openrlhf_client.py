@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("fastapi")
 agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf (pip install --no-deps openrlhf aiohttp)")
 
-from _serve_helpers import MATH_FORMAT_SPEC, Server, cli_scores, math_rows  # noqa: E402
+from _serve_helpers import MATH_FORMAT_SPEC, Server, math_expected, math_rows, math_server  # noqa: E402
 
 EOS = "<|im_end|>"
 
@@ -24,32 +24,29 @@ def same(a: float, b: float | None) -> bool:
     return math.isnan(a) if b is None else a == b
 
 
-def test_openrlhf_client_gets_what_the_cli_scores(tmp_path):
-    spec = tmp_path / "math.yaml"
-    spec.write_text(MATH_FORMAT_SPEC)
-    rows = math_rows(16)
-    expected = cli_scores(spec, rows, tmp_path)
+def test_openrlhf_client_gets_what_the_cli_scores():
+    rows, expected = math_rows(16), math_expected()[:16]
     # OpenRLHF decodes prompt + response with special tokens kept: the query ends with the EOS text.
     queries = [r["prompt"] + r["completion"] + EOS for r in rows]
     prompts = [r["prompt"] for r in rows]
     labels = [r["answer"] for r in rows]
-    with Server(spec) as server:
-        for path in ("/openrlhf", "/get_reward"):
-            # Two endpoints: the client shards the batch across them, as with several reward servers.
-            executor = agent.SingleTurnAgentExecutor(remote_rm_url=[server.url + path, server.url + path])
-            replies = asyncio.run(executor._fetch_rewards_via_http(queries, prompts, labels))
-            assert len(replies) == 2
-            rewards = [x for reply in replies for x in reply["rewards"]]
-            scores = [x for reply in replies for x in reply["scores"]]
-            assert len(rewards) == len(rows)
-            for got, score, exp in zip(rewards, scores, expected, strict=True):
-                assert same(got, exp["total"]) and same(score, exp["total"])  # None -> NaN, never 0
-            for alias in ("correct", "format"):
-                logged = [x for reply in replies for x in reply["extra_logs"][alias]]
-                assert all(same(g, e["scores"][alias]) for g, e in zip(logged, expected, strict=True))
-            scored = [x for reply in replies for x in reply["extra_logs"]["scored"]]
-            assert scored == [0.0 if e["total"] is None else 1.0 for e in expected]
-            assert any(e["scores"]["correct"] is None for e in expected) and any(e["total"] == 1.2 for e in expected)
+    server = math_server()
+    for path in ("/openrlhf", "/get_reward"):
+        # Two endpoints: the client shards the batch across them, as with several reward servers.
+        executor = agent.SingleTurnAgentExecutor(remote_rm_url=[server.url + path, server.url + path])
+        replies = asyncio.run(executor._fetch_rewards_via_http(queries, prompts, labels))
+        assert len(replies) == 2
+        rewards = [x for reply in replies for x in reply["rewards"]]
+        scores = [x for reply in replies for x in reply["scores"]]
+        assert len(rewards) == len(rows)
+        for got, score, exp in zip(rewards, scores, expected, strict=True):
+            assert same(got, exp["total"]) and same(score, exp["total"])  # None -> NaN, never 0
+        for alias in ("correct", "format"):
+            logged = [x for reply in replies for x in reply["extra_logs"][alias]]
+            assert all(same(g, e["scores"][alias]) for g, e in zip(logged, expected, strict=True))
+        scored = [x for reply in replies for x in reply["extra_logs"]["scored"]]
+        assert scored == [0.0 if e["total"] is None else 1.0 for e in expected]
+        assert any(e["scores"]["correct"] is None for e in expected) and any(e["total"] == 1.2 for e in expected)
 
 
 def test_openrlhf_one_query_shape_and_an_unscorable_sample_is_nan(tmp_path):

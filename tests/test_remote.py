@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from _serve_helpers import MATH_FORMAT_SPEC, Server, cli_scores, get, math_rows, write_plugin_site  # noqa: E402
+from _serve_helpers import Server, get, math_expected, math_rows, math_server, write_plugin_site  # noqa: E402
 from reward_helpers import subprocess_env  # noqa: E402
 
 from grpo_rewards.compose import build  # noqa: E402
@@ -48,20 +48,17 @@ def nap_spec(tmp_path_factory):
     return path
 
 
-def test_remote_native_and_openrlhf_equal_the_cli(tmp_path):
-    spec = tmp_path / "math.yaml"
-    spec.write_text(MATH_FORMAT_SPEC)
-    rows = math_rows(12)
-    expected = cli_scores(spec, rows, tmp_path)
+def test_remote_native_and_openrlhf_equal_the_cli():
+    rows, expected = math_rows(12), math_expected()[:12]
     samples = [Sample.from_record(r) for r in rows]
-    with Server(spec) as server:
-        composite = build({"scorers": [
-            {"scorer": "remote", "name": "total", "params": {"url": server.url + "/score", "batch_size": 5}},
-            {"scorer": "remote", "name": "correct", "params": {"url": server.url + "/score", "value": "correct"}},
-            {"scorer": "remote", "name": "rlhf", "params": {"url": server.url + "/openrlhf", "api": "openrlhf"}},
-        ]}, get_registry())
-        with composite:
-            batch = composite.score(samples)
+    server = math_server()
+    composite = build({"scorers": [
+        {"scorer": "remote", "name": "total", "params": {"url": server.url + "/score", "batch_size": 5}},
+        {"scorer": "remote", "name": "correct", "params": {"url": server.url + "/score", "value": "correct"}},
+        {"scorer": "remote", "name": "rlhf", "params": {"url": server.url + "/openrlhf", "api": "openrlhf"}},
+    ]}, get_registry())
+    with composite:
+        batch = composite.score(samples)
     assert batch.values["total"] == [e["total"] for e in expected]
     assert batch.values["correct"] == [e["scores"]["correct"] for e in expected]
     # OpenRLHF's shape has no None: the server sends NaN and the scorer reads it back as None.
@@ -86,7 +83,7 @@ def test_stopped_server_gives_none_with_the_reason_then_recovers(nap_spec, plugi
 
 def test_slow_server_times_out_in_bounded_time(tmp_path, plugin_env):
     spec = tmp_path / "slow.yaml"
-    spec.write_text("scorers:\n  - scorer: t_nap\n    params: {seconds: 3}\n")
+    spec.write_text("scorers:\n  - scorer: t_nap\n    params: {seconds: 1.5}\n")
     with Server(spec, env=plugin_env) as server:
         scorer = Remote(url=server.url + "/score", timeout_s=0.3, retries=1, backoff_s=0.05)
         start = time.monotonic()

@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from _serve_helpers import Server, cli_scores, get, math_rows, post, spec_file, write_plugin_site  # noqa: E402
+from _serve_helpers import Server, get, math_expected, math_rows, post, spec_file, write_plugin_site  # noqa: E402
+from _serve_helpers import math_server as shared_math_server  # noqa: E402
 
 from grpo_rewards.cli import main  # noqa: E402
 
@@ -23,19 +24,17 @@ def math_spec(tmp_path_factory) -> Path:
     return spec_file(tmp_path_factory.mktemp("spec"))
 
 
-@pytest.fixture(scope="module")
-def math_server(math_spec):
-    with Server(math_spec) as server:
-        yield server
+@pytest.fixture
+def math_server():
+    return shared_math_server()
 
 
-@pytest.fixture(scope="module")
-def expected(math_spec, tmp_path_factory) -> dict[str, dict]:
-    rows = math_rows(64)
-    return {r["id"]: res for r, res in zip(rows, cli_scores(math_spec, rows, tmp_path_factory.mktemp("cli")), strict=True)}
+@pytest.fixture
+def expected() -> dict[str, dict]:
+    return {r["id"]: res for r, res in zip(math_rows(64), math_expected(64), strict=True)}
 
 
-def test_score_equals_the_cli_and_info_comes_on_request(math_server, expected, math_spec):
+def test_score_equals_the_cli_and_info_comes_on_request(math_server, expected):
     rows = math_rows(12)
     status, body, _ = post(math_server.url + "/score", {"samples": rows})
     assert status == 200, body

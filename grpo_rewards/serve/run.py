@@ -99,4 +99,4 @@ def serve(spec: str, host: str = "127.0.0.1", port: int = 8000, token_file: str 
     reward.close()  # each worker process builds its own
     os.environ[CONFIG_ENV] = json.dumps({"spec": str(Path(spec).resolve()), "settings": asdict(settings)})
     config = uvicorn.Config("grpo_rewards.serve.run:_app_from_env", factory=True, workers=workers, **common)
-    Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+    Multiprocess(config, sockets=[sock]).run()
