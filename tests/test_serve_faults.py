@@ -160,3 +160,18 @@ def test_sigterm_under_load_answers_every_accepted_request(tmp_path, plugin_env)
     accepted = int(err.split(" requests accepted")[0].rsplit(" ", 1)[-1])
     assert f"{accepted} requests accepted, {accepted} answered" in err
     assert accepted == len(ok)  # every request the app took was answered in full
+
+
+def test_a_scorer_raising_a_base_exception_fails_its_request_not_the_server(tmp_path):
+    from reward_helpers import write_entry_point
+
+    site = tmp_path / "site"
+    write_entry_point(site, "reward-helpers", "helpers", "reward_helpers")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("scorers:\n  - scorer: t_interrupt\n    params: {after_batches: 1}\n")
+    with Server(spec, env=subprocess_env(site)) as server:
+        assert post(server.url + "/score", {"samples": [{"completion": "a"}]})[0] == 200
+        status, body, _ = post(server.url + "/score", {"samples": [{"completion": "b"}]})
+        assert status == 500 and "KeyboardInterrupt" in body["error"]  # raised in the scoring thread
+        assert get(server.url + "/health")[0] == 200  # the batcher still runs
+        assert post(server.url + "/score", {"samples": [{"completion": "c"}]})[0] == 500

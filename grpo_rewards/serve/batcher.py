@@ -84,7 +84,10 @@ class Batcher:
             samples = [s for r in requests for s in r.samples]
             try:
                 batch = await loop.run_in_executor(self._thread, self.reward.score, samples)
-            except Exception as exc:  # noqa: BLE001 - an `on_error: raise` scorer: isolate the request
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - `on_error: raise` (or a BaseException from a
+                # scorer, such as a stray TimeoutException): isolate the request, keep the loop alive
                 if len(requests) > 1:
                     log.warning("a batch of %d requests raised (%s); scoring each alone", len(requests), exc)
                 await self._score_alone(requests)
@@ -107,9 +110,11 @@ class Batcher:
             try:
                 result = await loop.run_in_executor(self._thread, self.reward.score, r.samples)
                 self.batches += 1
-            except Exception as exc:  # noqa: BLE001 - reported to that request's client only
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - reported to that request's client only
                 if not r.future.done():
-                    r.future.set_exception(exc)
+                    r.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
                 continue
             if not r.future.done():
                 r.future.set_result(result)
