@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ pytest.importorskip("fastapi")
 
 from _serve_helpers import Server, get, math_expected, math_rows, post, spec_file, write_plugin_site  # noqa: E402
 from _serve_helpers import math_server as shared_math_server  # noqa: E402
+from reward_helpers import subprocess_env  # noqa: E402
 
 from grpo_rewards.cli import main  # noqa: E402
 
@@ -136,14 +138,10 @@ def test_serve_refuses_to_start_on_user_mistakes(math_spec, tmp_path, capsys):
 
 
 def _plugin_env(tmp_path: Path) -> dict[str, str]:
-    from reward_helpers import subprocess_env
-
     return subprocess_env(write_plugin_site(tmp_path / "site"))
 
 
 def _wait_for(condition, timeout: float = 30) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition never held"

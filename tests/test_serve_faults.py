@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from _serve_helpers import MATH_FORMAT_SPEC, Server, get, math_rows, post, write_plugin_site  # noqa: E402
-from reward_helpers import subprocess_env  # noqa: E402
+from reward_helpers import subprocess_env, write_entry_point  # noqa: E402
 
 
 @pytest.fixture
@@ -163,8 +163,6 @@ def test_sigterm_under_load_answers_every_accepted_request(tmp_path, plugin_env)
 
 
 def test_a_scorer_raising_a_base_exception_fails_its_request_not_the_server(tmp_path):
-    from reward_helpers import write_entry_point
-
     site = tmp_path / "site"
     write_entry_point(site, "reward-helpers", "helpers", "reward_helpers")
     spec = tmp_path / "spec.yaml"

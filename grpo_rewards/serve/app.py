@@ -84,14 +84,14 @@ def openrlhf_samples(body: OpenRLHFRequest, answer_field: str = "answer") -> lis
     return samples
 
 
-def _finite_or(value: float | None, fallback: float) -> float:
+def _or_default(value: float | None, fallback: float) -> float:
     return fallback if value is None else value
 
 
 def openrlhf_response(batch: RewardBatch, none_score: float) -> dict[str, Any]:
     """OpenRLHF reads `rewards` (trained on), `scores` (dynamic filtering) and `extra_logs` (logged)."""
-    rewards = [_finite_or(t, none_score) for t in batch.totals]
-    extra = {alias: [_finite_or(v, math.nan) for v in values] for alias, values in batch.values.items()}
+    rewards = [_or_default(t, none_score) for t in batch.totals]
+    extra = {alias: [_or_default(v, math.nan) for v in values] for alias, values in batch.values.items()}
     extra["scored"] = [0.0 if t is None else 1.0 for t in batch.totals]
     return {"rewards": rewards, "scores": rewards, "extra_logs": extra}
 

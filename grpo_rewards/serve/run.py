@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
-import logging
 import os
 import socket
 from dataclasses import asdict
@@ -25,7 +24,6 @@ from grpo_rewards.errors import UserError
 from grpo_rewards.registry import Registry, load_registry
 from grpo_rewards.serve.app import ServerSettings, create_app
 
-log = logging.getLogger(__name__)
 CONFIG_ENV = "GRPO_REWARDS_SERVE_CONFIG"  # how `--workers N` hands the spec to each worker process
 
 
