@@ -93,9 +93,9 @@ class Batcher:
                 await self._score_alone(requests)
                 continue
             self.batches += 1
-            if len(requests) > 1 and any(batch.errors.values()):
-                # A scorer raised on the shared batch: score each request alone, so a neighbour's
-                # bad sample never turns another request's values into None.
+            if len(requests) > 1 and any(count == len(samples) for count in batch.errors.values()):
+                # A scorer raised on the shared batch (all its samples None): score each request
+                # alone, so a neighbour's bad sample never turns another request's values into None.
                 await self._score_alone(requests)
                 continue
             start = 0
