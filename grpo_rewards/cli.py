@@ -389,7 +389,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise UserError(f"serve needs the serve extra ({exc.name} is missing): pip install 'grpo-rewards[serve]'") from None
     settings = ServerSettings(max_batch=args.max_batch, max_queue=args.max_queue,
-                              max_body_bytes=args.max_body_mb * 1024 * 1024)
+                              max_body_bytes=args.max_body_mb * 1024 * 1024, none_score=args.none_score)
     serve(args.spec, host=args.host, port=args.port, token_file=args.token_file, workers=args.workers,
           settings=settings, registry=_registry())
     return 0
@@ -472,6 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-queue", type=_positive_int, default=4096,
                    help="samples waiting before new requests get 503 (default 4096)")
     p.add_argument("--max-body-mb", type=_positive_int, default=8, help="request size limit in MiB (default 8)")
+    p.add_argument("--none-score", type=float, default=float("nan"),
+                   help="OpenRLHF endpoint: reward of a sample no scorer could score (default NaN, never a silent 0)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("sandbox-check", help="which isolation layers the code sandbox has on this host",

@@ -8,6 +8,7 @@ The client is `openrlhf.utils.agent.SingleTurnAgentExecutor._fetch_rewards_via_h
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 
 import pytest
@@ -16,6 +17,10 @@ pytest.importorskip("fastapi")
 agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf (pip install --no-deps openrlhf aiohttp)")
 
 from _serve_helpers import MATH_FORMAT_SPEC, Server, math_expected, math_rows, math_server  # noqa: E402
+
+from grpo_rewards.compose import RewardBatch  # noqa: E402
+from grpo_rewards.scorer import Score  # noqa: E402
+from grpo_rewards.serve.app import ServerSettings, openrlhf_response  # noqa: E402
 
 EOS = "<|im_end|>"
 
@@ -49,16 +54,22 @@ def test_openrlhf_client_gets_what_the_cli_scores():
         assert any(e["scores"]["correct"] is None for e in expected) and any(e["total"] == 1.2 for e in expected)
 
 
-def test_openrlhf_one_query_shape_and_an_unscorable_sample_is_nan(tmp_path):
+def test_openrlhf_one_query_shape_and_the_none_score(tmp_path):
     spec = tmp_path / "math.yaml"
     spec.write_text(MATH_FORMAT_SPEC.split("  - scorer: think_format")[0])  # math alone: None can reach the total
     right, _, _, bad_gold = math_rows(4)
-    with Server(spec) as server:
+    with Server(spec, "--none-score", "-1") as server:
         executor = agent.SingleTurnAgentExecutor(remote_rm_url=server.url + "/openrlhf")
         # execute() sends one query at a time and reads reply["rewards"], ["scores"], ["extra_logs"].
-        for row, value, scored in ((right, 1.0, 1.0), (bad_gold, math.nan, 0.0)):
+        for row, value, scored in ((right, 1.0, 1.0), (bad_gold, -1.0, 0.0)):
             (reply,) = asyncio.run(executor._fetch_rewards_via_http(
                 [row["prompt"] + row["completion"]], [row["prompt"]], [row["answer"]]))
-            assert same(reply["rewards"][0], None if scored == 0.0 else value)
-            assert same(reply["scores"][0], None if scored == 0.0 else value)
+            assert reply["rewards"] == reply["scores"] == [value]
             assert reply["extra_logs"]["scored"] == [scored] and len(reply["extra_logs"]["correct"]) == 1
+
+
+def test_unscorable_total_is_nan_by_default():
+    batch = RewardBatch([None, 0.5], {"a": [Score(None, {"reason": "x"}), Score(0.5)]})
+    reply = json.loads(json.dumps(openrlhf_response(batch, ServerSettings().none_score)))  # NaN survives JSON
+    assert math.isnan(reply["rewards"][0]) and reply["rewards"][1] == 0.5
+    assert math.isnan(reply["extra_logs"]["a"][0]) and reply["extra_logs"]["scored"] == [0.0, 1.0]
