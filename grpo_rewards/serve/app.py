@@ -96,6 +96,15 @@ def openrlhf_response(batch: RewardBatch, none_score: float) -> dict[str, Any]:
     return {"rewards": rewards, "scores": rewards, "extra_logs": extra}
 
 
+def json_response(content: Any) -> Response:
+    """JSON written as `grpo-rewards score` writes it (`default=repr` for odd info values).
+
+    Not FastAPI's encoder: it turns NaN into null, and OpenRLHF's `torch.tensor([None])` fails where
+    `NaN` (which Python's json reads back as a float) trains as the caller chose.
+    """
+    return Response(json.dumps(content, default=repr), media_type="application/json")
+
+
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     # Paths without FastAPI's leading "body": `samples[3].completion: Field required`.
     problems = []
@@ -145,8 +154,8 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
         batch = await scored(samples)
         if isinstance(batch, JSONResponse):
             return batch
-        return {"aliases": reward.aliases, "weights": reward.weights,
-                "results": [batch.record(i, with_info=body.info) for i in range(len(batch))]}
+        return json_response({"aliases": reward.aliases, "weights": reward.weights,
+                              "results": [batch.record(i, with_info=body.info) for i in range(len(batch))]})
 
     async def openrlhf(body: OpenRLHFRequest) -> Any:
         try:
@@ -156,9 +165,7 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
         batch = await scored(samples)
         if isinstance(batch, JSONResponse):
             return batch
-        # json.dumps writes NaN as `NaN`, which OpenRLHF's json.loads reads back as a float; FastAPI's
-        # encoder would turn it into null, and `torch.tensor([None])` fails in OpenRLHF.
-        return Response(json.dumps(openrlhf_response(batch, settings.none_score)), media_type="application/json")
+        return json_response(openrlhf_response(batch, settings.none_score))
 
     # `/get_reward` is the path OpenRLHF's own reward-model server uses; `/openrlhf` says what it is.
     app.post("/openrlhf")(openrlhf)
