@@ -146,3 +146,13 @@ def _wait_for(condition, timeout: float = 30) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition never held"
         time.sleep(0.05)
+
+
+def test_workers_each_answer_and_all_stop_on_sigterm(math_spec, expected):
+    rows = math_rows(8)
+    server = Server(math_spec, "--workers", "2")
+    for _ in range(4):  # the kernel spreads connections over both processes
+        status, body, _ = post(server.url + "/score", {"samples": rows})
+        assert status == 200 and body["results"] == [expected[r["id"]] for r in rows]
+    code, err = server.stop()
+    assert err.count("reward server stopped") == 2, err
