@@ -20,6 +20,7 @@ from grpo_rewards.aggregate import combine, member_rules
 from grpo_rewards.cache import ScoreCache
 from grpo_rewards.group import GroupScorer, groups_of, score_in_groups
 from grpo_rewards.integrations.trl import TrlRewardFunction, trl_reward_functions
+from grpo_rewards.integrations.verl import VerlReward
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.scorer import RewardBatch, Sample, Score, Scorer
 from grpo_rewards.spec import RewardSpec, load_spec
@@ -142,8 +143,6 @@ class CompositeReward:
     def as_verl(self, none_score: float = math.nan) -> Any:
         """verl's custom reward function (`compute_score(data_source, solution_str, ground_truth, extra_info)`,
         with `.batch(...)` for its batch manager); see `integrations.verl`."""
-        from grpo_rewards.integrations.verl import VerlReward
-
         return VerlReward(self, none_score)
 
     def close(self) -> None:

@@ -18,8 +18,7 @@ agent = pytest.importorskip("openrlhf.utils.agent", reason="openrlhf (pip instal
 
 from _serve_helpers import MATH_FORMAT_SPEC, Server, math_expected, math_rows, math_server  # noqa: E402
 
-from grpo_rewards.compose import RewardBatch  # noqa: E402
-from grpo_rewards.scorer import Score  # noqa: E402
+from grpo_rewards.scorer import RewardBatch, Score  # noqa: E402
 from grpo_rewards.serve.app import ServerSettings, openrlhf_response  # noqa: E402
 
 EOS = "<|im_end|>"

@@ -1,4 +1,4 @@
-"""`as_verl()` and `grpo_rewards.integrations.verl`, called exactly as verl 0.9.1 calls them.
+"""`as_verl()` and `grpo_rewards.integrations.verl_functions`, called exactly as verl 0.9.1 calls them.
 
 verl itself is not installed here (importing it needs ray and tensordict), so these tests use
 verl's documented calls, read from its source: the naive reward manager calls
@@ -72,7 +72,8 @@ def test_batch_manager_call_with_numpy_arrays(spec, rows_and_cli):
 
 def test_pkg_path_loading_with_reward_kwargs(spec, rows_and_cli):
     rows, expected = rows_and_cli
-    module = importlib.import_module("grpo_rewards.integrations.verl")  # what pkg://grpo_rewards.integrations.verl does
+    # What verl's load_module does for `pkg://grpo_rewards.integrations.verl_functions`:
+    module = importlib.import_module("grpo_rewards.integrations.verl_functions")
     per_sample = partial(_call_with_kwargs, module.compute_score, {"spec": str(spec)})
     got = per_sample(data_source="arith", solution_str=rows[0]["completion"], ground_truth=rows[0]["answer"],
                      extra_info={}, reward_router_address=None)  # extra keywords verl may add are accepted
@@ -95,7 +96,7 @@ def test_unscorable_is_none_score_never_silent_zero():
 
 
 def test_missing_spec_is_a_clear_error(monkeypatch):
-    module = importlib.import_module("grpo_rewards.integrations.verl")
+    module = importlib.import_module("grpo_rewards.integrations.verl_functions")
     monkeypatch.delenv(module.SPEC_ENV, raising=False)
     with pytest.raises(ValueError, match="reward_kwargs"):
         module.compute_score("d", "x", "1")

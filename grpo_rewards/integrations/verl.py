@@ -4,13 +4,8 @@ verl calls `compute_score(data_source=, solution_str=, ground_truth=, extra_info
 once per sample (its `naive` reward manager, from a thread pool) or
 `compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)` once
 per batch (its `batch` manager), and reads a float or a dict whose `score` is the reward; the
-other keys of the dict are logged. Point verl's `custom_reward_function` at this module:
-
-    reward:
-      custom_reward_function:
-        path: pkg://grpo_rewards.integrations.verl
-        name: compute_score            # or compute_score_batch with reward_manager.name: batch
-        reward_kwargs: {spec: /abs/path/rewards.yaml}
+other keys of the dict are logged. `CompositeReward.as_verl()` gives this adapter; verl's
+`custom_reward_function` loads the ready functions of `integrations.verl_functions`.
 
 verl has no None: a sample no scorer could score gets `none_score` (NaN unless set) with
 `scored: 0`, so it is never a silent 0.
@@ -19,15 +14,13 @@ verl has no None: a sample no scorer could score gets `none_score` (NaN unless s
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_rewards.compose import CompositeReward, build
+from grpo_rewards.integrations.trl import BatchReward
 from grpo_rewards.scorer import Sample
 
-SPEC_ENV = "GRPO_REWARDS_SPEC"  # the spec when reward_kwargs does not name one
 RESERVED = frozenset({"score", "scored"})
 
 
@@ -47,7 +40,7 @@ def verl_sample(solution_str: str, ground_truth: Any, extra_info: Mapping[str, A
 class VerlReward:
     """`compute_score` (call it directly) and `batch` for verl's naive and batch reward managers."""
 
-    def __init__(self, composite: CompositeReward, none_score: float = math.nan, answer_field: str = "answer") -> None:
+    def __init__(self, composite: BatchReward, none_score: float = math.nan, answer_field: str = "answer") -> None:
         self.composite = composite
         self.none_score = none_score
         self.answer_field = answer_field
@@ -81,35 +74,3 @@ class VerlReward:
         infos = extra_infos if extra_infos is not None else [None] * n
         return self._results([verl_sample(solution_strs[i], ground_truths[i], infos[i], data_sources[i],
                                           self.answer_field) for i in range(n)])
-
-
-_loaded: dict[tuple[str, float, str], VerlReward] = {}
-_loaded_lock = threading.Lock()
-
-
-def _from_spec(spec: str | None, none_score: float, answer_field: str) -> VerlReward:
-    """One reward per spec file per process: verl calls the function for every sample."""
-    path = spec or os.environ.get(SPEC_ENV)
-    if not path:
-        raise ValueError(f"grpo_rewards.integrations.verl: name the spec in reward_kwargs ({{spec: PATH}}) "
-                         f"or in the {SPEC_ENV} environment variable")
-    key = (os.path.abspath(path), float(none_score), answer_field)
-    with _loaded_lock:
-        if key not in _loaded:
-            _loaded[key] = VerlReward(build(path), none_score, answer_field)
-        return _loaded[key]
-
-
-def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
-                  spec: str | None = None, none_score: float = math.nan, answer_field: str = "answer",
-                  **kwargs: Any) -> dict[str, float]:
-    """verl's per-sample custom reward function, for the spec in `spec` (a reward_kwargs entry)."""
-    return _from_spec(spec, none_score, answer_field)(data_source, solution_str, ground_truth, extra_info)
-
-
-def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-                        extra_infos: Sequence[Mapping[str, Any] | None] | None = None, spec: str | None = None,
-                        none_score: float = math.nan, answer_field: str = "answer",
-                        **kwargs: Any) -> list[dict[str, float]]:
-    """verl's batched custom reward function (`reward_manager.name: batch`)."""
-    return _from_spec(spec, none_score, answer_field).batch(data_sources, solution_strs, ground_truths, extra_infos)

@@ -20,9 +20,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_rewards.compose import CompositeReward, RewardBatch
+from grpo_rewards.compose import CompositeReward
 from grpo_rewards.errors import format_loc
-from grpo_rewards.scorer import Sample
+from grpo_rewards.scorer import RewardBatch, Sample
 from grpo_rewards.serve.batcher import Batcher, QueueFull
 from grpo_rewards.serve.guard import Guard
 

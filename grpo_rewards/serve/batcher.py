@@ -13,8 +13,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from grpo_rewards.compose import CompositeReward, RewardBatch
-from grpo_rewards.scorer import Sample
+from grpo_rewards.compose import CompositeReward
+from grpo_rewards.scorer import RewardBatch, Sample
 
 log = logging.getLogger(__name__)
 
