@@ -104,6 +104,7 @@ def test_text_hacks_score_what_they_must():
 BUILTIN_PARAMS = {
     "length": {"mode": "range", "low": 1000, "high": 3000}, "cosine_length": {"max_len": 600},
     "overlong_punishment": {"max_length": 100, "buffer": 20}, "regex_format": {"pattern": "<answer>.*</answer>"},
+    "remote": {"url": "http://127.0.0.1:9/score", "retries": 0},  # nothing listens: None, never a reward
 }
 
 
