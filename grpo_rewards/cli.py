@@ -383,15 +383,17 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    # Imported here: FastAPI and uvicorn come with the optional `serve` extra.
+    # Loaded by name when used: grpo_rewards.serve needs the optional `serve` extra (FastAPI, uvicorn).
     try:
-        from grpo_rewards.serve import ServerSettings, serve
+        server = importlib.import_module("grpo_rewards.serve")
     except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("grpo_rewards"):
+            raise
         raise UserError(f"serve needs the serve extra ({exc.name} is missing): pip install 'grpo-rewards[serve]'") from None
-    settings = ServerSettings(max_batch=args.max_batch, max_queue=args.max_queue,
-                              max_body_bytes=args.max_body_mb * 1024 * 1024, none_score=args.none_score)
-    serve(args.spec, host=args.host, port=args.port, token_file=args.token_file, workers=args.workers,
-          settings=settings, registry=_registry())
+    settings = server.ServerSettings(max_batch=args.max_batch, max_queue=args.max_queue,
+                                     max_body_bytes=args.max_body_mb * 1024 * 1024, none_score=args.none_score)
+    server.serve(args.spec, host=args.host, port=args.port, token_file=args.token_file, workers=args.workers,
+                 settings=settings, registry=_registry())
     return 0
 
 
