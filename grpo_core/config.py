@@ -420,7 +420,7 @@ def resolve_paths(data: dict[str, Any], base: Path, overridden: list[tuple[str |
         root = Path.cwd() if any(keys[:len(o)] == o or o[:len(keys)] == keys for o in overridden) else base
         if keys[0] == "model" and not (root / value).exists():
             continue
-        node[last] = str(root / value)
+        node[last] = os.path.normpath(root / value)  # no `examples/../outputs` in what users see
 
 
 def _output_dir_problems(output_dir: Any, source: str | None, line_of: LineOf) -> list[Problem]:
