@@ -11,7 +11,7 @@ from reward_helpers import REPO, subprocess_env
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # A block that follows a line ending in "(`examples/NAME`):" quotes that file.
-QUOTE = re.compile(r"\(`(examples/[^`]+)`\):\n\n```\w*\n(.*?)```", re.S)
+QUOTE = re.compile(r"\(`(examples/[^`]+)`\):\n\n(?:<!--[^>]*-->\n)?```\w*\n(.*?)```", re.S)
 
 
 def test_every_quoted_example_file_is_quoted_exactly():
