@@ -7,7 +7,8 @@ rotary embedding, `rotate_half`, activation) with fewer ops per layer: q/k/v and
 gate/up projections fused into one matmul each, RMSNorm as one `F.rms_norm`. The sampling mirrors HF's
 (temperature, then top-k, then top-p, then `multinomial` on the softmax), so a seeded run picks
 the same tokens as `generate`. It runs on grpo_core.llama's module and on transformers' classes
-alike (the same module tree). Under autocast the snapshot of the weights is made in the autocast
+alike (the same module tree), and on a LoRA (peft) model with each adapted projection's merged weight
+W + scale * B @ A, taken once per rollout (grpo_core.lora.linear_weights). Under autocast the snapshot of the weights is made in the autocast
 dtype, and in bf16 on the CPU laid out once for oneDNN (`_Projection`). Other architectures,
 sliding-window attention and `generation_backend: hf` use HF `generate`. On the CPU, where
 grpo_core.native's compiled op is built, each layer's step is that one op (bitwise the same).
@@ -23,21 +24,26 @@ import torch.nn.functional as F
 
 from grpo_core import native
 from grpo_core.llama import CausalLM, attention
+from grpo_core.lora import has_adapter, inner_model, linear_weights, mergeable
 
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
 
 
 def supported(model: Any) -> bool:
     """Whether this loop runs `model`: float32 weights (autocast gives it bf16 products; weights held in
-    a low precision take HF `generate`), a Llama-family architecture, no sliding window, no adapter."""
+    a low precision take HF `generate`), a Llama-family architecture, no sliding window, and LoRA
+    adapters only of the plain kind, whose merged weights the loop decodes with (lora.mergeable)."""
     if next(model.parameters()).dtype != torch.float32:
         return False
+    if has_adapter(model):
+        if not mergeable(model):
+            return False
+        model = inner_model(model)
     if isinstance(model, CausalLM):
         return True
     config = model.config
     return (type(model).__name__ in SUPPORTED and not getattr(config, "use_sliding_window", False)
-            and getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
-            and not getattr(model, "peft_config", None))
+            and getattr(config, "_attn_implementation", "sdpa") in ("sdpa", "eager"))
 
 
 def _filter_logits(scores: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -96,9 +102,9 @@ def _fused(*linears: Any, dtype: torch.dtype | None = None) -> tuple[torch.Tenso
             start += part.size(0)
         return out
 
-    biases = [lin.bias for lin in linears]
-    bias = joined(biases) if all(b is not None for b in biases) else None
-    return joined([lin.weight for lin in linears]), bias
+    weights, biases = zip(*(linear_weights(lin) for lin in linears))  # a LoRA layer's merged weight
+    bias = joined(list(biases)) if all(b is not None for b in biases) else None
+    return joined(list(weights)), bias
 
 
 def _packable(weight: torch.Tensor) -> bool:
@@ -222,6 +228,7 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_
            eos_ids: torch.Tensor, pad_id: int, do_sample: bool, temperature: float = 1.0, top_k: int = 0,
            top_p: float = 1.0) -> torch.Tensor:
     """Completion ids (B, C <= max_new_tokens) after left-padded prompts; pad after each row's first EOS."""
+    model = inner_model(model)  # under LoRA: the LM with its adapter layers, decoded with merged weights
     body, head = model.model, model.get_output_embeddings()
     p = prompt_ids.size(1)
     dtype = _matmul_dtype(prompt_ids.device)

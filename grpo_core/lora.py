@@ -95,6 +95,36 @@ def has_adapter(model: Any) -> bool:
     return isinstance(_unwrap(model), PeftModel) or bool(_adapter_layers(model))
 
 
+def inner_model(model: Any) -> Any:
+    """The causal LM a peft model wraps (its LoRA layers injected), or `model` itself."""
+    inner = _unwrap(model)
+    return inner.get_base_model() if hasattr(inner, "get_base_model") and has_adapter(inner) else inner
+
+
+def mergeable(model: Any) -> bool:
+    """Whether every adapter layer in `model` is plain LoRA on a linear layer, so its inference weight is
+    W + scale * B @ A (`linear_weights`): no DoRA or other variant, no LoRA bias, no adapted embedding."""
+    from peft.tuners.lora import Linear  # only with LoRA (see apply_lora)
+
+    return all(type(layer) is Linear and not layer.lora_variant and not any(layer.lora_bias.values())
+               and not layer.fan_in_fan_out for layer in _adapter_layers(model))
+
+
+def linear_weights(linear: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(weight, bias) that a linear layer applies at inference. For a LoRA layer (`mergeable`), the base
+    weight plus each active adapter's scale * B @ A, as peft's merge computes it (dropout is off at
+    inference), in a new tensor: the layer itself is left as it is."""
+    base = getattr(linear, "base_layer", None)
+    if base is None:
+        return linear.weight, linear.bias
+    weight = base.weight
+    if not (linear.disable_adapters or linear.merged):  # merged: the base weight already holds the update
+        for name in linear.active_adapters:
+            if name in linear.lora_A.keys():
+                weight = weight + linear.get_delta_weight(name).to(weight.dtype)
+    return weight, base.bias
+
+
 @contextmanager
 def reference_mode(model: Any) -> Iterator[Any]:
     """Run forwards inside this block as the frozen base model: adapter disabled, no autograd.
