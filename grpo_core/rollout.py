@@ -72,7 +72,8 @@ def completion_mask(completion_ids: torch.Tensor, eos_ids: torch.Tensor) -> torc
 
 def generation_config(tokenizer: Any, eos_ids: list[int], max_new_tokens: int, do_sample: bool,
                       temperature: float, top_p: float, top_k: int) -> GenerationConfig:
-    sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k or None} if do_sample else {}
+    # top_k 0 (TRL: no top-k) must reach HF as 0: None would mean its default of 50.
+    sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k} if do_sample else {}
     return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=do_sample, eos_token_id=eos_ids,
                             pad_token_id=tokenizer.pad_token_id, use_cache=True, **sampling)
 

@@ -173,3 +173,18 @@ def test_bf16_decode_picks_the_same_tokens_with_and_without_prepacked_weights(ki
         with torch.autocast("cpu", dtype=torch.bfloat16):
             results.append(generate(model, ids, mask, config, eos))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+def test_top_k_zero_means_no_top_k_in_hf_generate_too():
+    """TRL's top_k 0 (off) must not become HF's default top-k of 50 on the `hf` backend."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grpo_core.rollout import generation_config
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=200, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2)).eval()
+    tokenizer = type("Tok", (), {"pad_token_id": 0})()
+    config = generation_config(tokenizer, [1], 1, True, temperature=1.0, top_p=1.0, top_k=0)
+    out = model.generate(torch.ones(1, 1, dtype=torch.long), generation_config=config, output_scores=True,
+                         return_dict_in_generate=True)
+    assert int(torch.isfinite(out.scores[0]).sum()) == 200  # every token can be sampled
