@@ -68,7 +68,7 @@ def decode_layer_op() -> Any:
         return None
 
 
-def build(verbose: bool = False) -> Path:
+def build_extension(verbose: bool = False) -> Path:
     """Compile the op unless this source's build exists; returns the library's path.
 
     The build runs in a temporary directory beside the target and the finished library is renamed
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
               "keeps its Python layer", file=sys.stderr)
         return 1
     try:
-        path = build(args.verbose)
+        path = build_extension(args.verbose)
     except Exception as exc:  # the compiler's own output is in the message
         print(f"grpo_core.native: build failed; the decode loop keeps its Python layer.\n{exc}", file=sys.stderr)
         return 1

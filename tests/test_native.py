@@ -22,7 +22,7 @@ def native_op():
     if native.decode_layer_op() is None:
         if shutil.which("c++") is None:
             pytest.skip("no C++ compiler: the decode loop keeps its Python layer")
-        native.build()
+        native.build_extension()
         native.decode_layer_op.cache_clear()
     op = native.decode_layer_op()
     assert op is not None
