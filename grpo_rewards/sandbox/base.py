@@ -50,6 +50,10 @@ class Job:
     code: str
     stdin: str = ""
     limits: Limits = field(default_factory=Limits)
+    # Trusted code the program's own text leaves out, the same for many runs: (name, base64
+    # marshalled bytecode of this interpreter). Only the local sandbox takes it (loaded once per
+    # worker, handed to the program as `__library__`, name -> code object); others ignore it.
+    library: tuple[tuple[str, str], ...] = ()
 
 
 class SandboxBackend(ABC):

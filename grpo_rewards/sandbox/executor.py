@@ -20,7 +20,9 @@ this (forked) interpreter. The worker enforces the wall clock and the output cap
 
 from __future__ import annotations
 
+import base64
 import errno
+import marshal
 import os
 import select
 import shutil
@@ -39,6 +41,7 @@ PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy da
            "string struct textwrap traceback types typing unicodedata atexit")
 PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
+LIBRARY_KEEP = 16  # decoded library parts a worker keeps (a few per scorer version)
 POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
@@ -57,6 +60,7 @@ class Executor:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         self.per_run: set[str] = set()
         self.leftover = ""
+        self.library: dict[str, object] = {}  # base64 bytecode -> its code object
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
@@ -195,6 +199,10 @@ class Executor:
         limits = runner.parse_limits(job.get("limits") or {})
         pidns = "pid_namespace" in self.per_run or probe
         try:
+            library = self._library(job.get("library") or {})
+        except (ValueError, TypeError, EOFError) as exc:
+            return runner.result("infra", detail=f"the job's library does not load: {exc}", started=started)
+        try:
             workdir = tempfile.mkdtemp(prefix="run-", dir=self.scratch)
             if self.uid is not None:
                 os.chown(workdir, self.uid, self.uid)
@@ -208,7 +216,7 @@ class Executor:
             pid, pidns_error = self._fork(pidns)
             if pid == 0:
                 try:
-                    self._program(workdir, stdin_fd, pipes, limits, probe, pidns_error)
+                    self._program(workdir, stdin_fd, pipes, limits, probe, pidns_error, library)
                 finally:
                     os._exit(127)
             os.close(stdin_fd)
@@ -221,6 +229,18 @@ class Executor:
             for fd in [stdin_fd, *(fd for pair in pipes for fd in pair)]:
                 runner.close_quietly(fd)
             self.leftover = workdir  # removed by cleanup(), after the reply has gone out
+
+    def _library(self, parts: dict[str, str]) -> dict[str, object]:
+        """name -> code object, each decoded once here in the warm worker: a child forked per run
+        would pay the decoding again every time (mostly page faults)."""
+        out = {}
+        for name, blob in parts.items():
+            if blob not in self.library:
+                if len(self.library) >= LIBRARY_KEEP:
+                    self.library.clear()
+                self.library[blob] = marshal.loads(base64.b64decode(blob))
+            out[name] = self.library[blob]
+        return out
 
     def cleanup(self) -> None:
         if self.leftover:
@@ -242,7 +262,8 @@ class Executor:
             layers.setns(self.own_pidns, layers.CLONE_NEWPID)
         return pid, error
 
-    def _program(self, workdir: str, stdin_fd: int, pipes: list, limits: dict, probe: bool, pidns_error: str) -> None:
+    def _program(self, workdir: str, stdin_fd: int, pipes: list, limits: dict, probe: bool, pidns_error: str,
+                 library: dict) -> None:
         status_w = pipes[2][1]
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
@@ -292,7 +313,7 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.run_main(os.path.join(workdir, PROGRAM)))
+        os._exit(runner.run_main(os.path.join(workdir, PROGRAM), library))
 
     def _collect(self, pid: int, fds: list[int], limits: dict, started: float, probe: bool) -> dict:
         """Wait for the program, keeping the output under its cap; then drain the pipes.

@@ -154,7 +154,8 @@ class LocalSandbox(SandboxBackend):
         results: list[ExecResult | None] = [None] * len(jobs)
         todo = list(range(len(jobs)))
         for attempt in (1, 2):
-            chunks = [[("run", {"code": jobs[i].code, "stdin": jobs[i].stdin, "limits": asdict(jobs[i].limits)})]
+            chunks = [[("run", {"code": jobs[i].code, "stdin": jobs[i].stdin, "limits": asdict(jobs[i].limits),
+                                "library": dict(jobs[i].library)})]
                       for i in todo]
             outcomes = self._pool.map(chunks, [jobs[i].limits.wall_s + BACKSTOP_S for i in todo])
             retry = []

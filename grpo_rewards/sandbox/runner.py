@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import fcntl
+import gc
 import io
 import os
 import signal
@@ -129,17 +130,23 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
     return result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
 
 
-def run_main(path: str) -> int:
-    """Run the program as `python main.py` would, inside this forked interpreter."""
+def run_main(path: str, library: dict | None = None) -> int:
+    """Run the program as `python main.py` would, inside this forked interpreter; the job's
+    library (name -> code object), when it has one, is its global `__library__`."""
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
                                   line_buffering=True)
     sys.argv = [path]
+    # What the program inherits from its worker is not its garbage: a collection that walked it
+    # would copy (copy-on-write) every page it touches.
+    gc.freeze()
     sys.path.insert(0, os.path.dirname(path))
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = builtins
+    if library:
+        module.__library__ = library
     sys.modules["__main__"] = module
     code = 0
     try:

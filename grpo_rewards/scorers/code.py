@@ -19,7 +19,8 @@ from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
-from grpo_rewards.scorers.code_harness import AssertSuite, StdioCase, compare_output, harness_program, harness_reports
+from grpo_rewards.scorers.code_harness import (AssertSuite, StdioCase, compare_output, harness_program,
+                                               harness_reports, runtime_library)
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -234,8 +235,12 @@ class CodeTests(Scorer):
         if parsed.assert_suite is not None:
             if self._bytecode is None:
                 self._bytecode = self._backend_is_local()
-            program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode)
-            return code, "assert", (parsed.assert_suite, tag), [Job(program, "", self._limits(p.timeout_s, harness=True))]
+            # The local sandbox (bytecode) also keeps the runtime decoded per worker: the job's library.
+            program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode,
+                                           library=self._bytecode)
+            library = runtime_library() if self._bytecode else ()
+            job = Job(program, "", self._limits(p.timeout_s, harness=True), library)
+            return code, "assert", (parsed.assert_suite, tag), [job]
         wall = min(p.per_test_timeout_s, p.timeout_s)
         return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]
 

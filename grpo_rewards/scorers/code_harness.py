@@ -311,32 +311,39 @@ _RUNTIME = {part: Path(__file__).with_name(name).read_text(encoding="utf-8")
 # the scorer: a child forked for one run compiles several times slower than a warm process, and
 # the tests of one prompt are compiled once for all the completions of its group. Other
 # backends get source. The candidate's code is always compiled inside the sandbox. Nothing is
-# bound at module level: the data reaches `_main` as an argument.
+# bound at module level: the data reaches `_main` as an argument. With `library`, the runtime is
+# not in the program at all: it comes as the job's library (`runtime_library()`), which the local
+# sandbox decodes once per worker and hands over as `__library__` (taken out before anything runs).
 _BOOT = '''\
 import base64 as _b64, json as _json, marshal as _marshal
 from importlib.util import MAGIC_NUMBER as _MAGIC
 
 
-def _part(data, name):
+def _part(data, library, name):
+    if name in library:
+        return library[name]
     if data["magic"] == _MAGIC.hex() and data["compiled"].get(name):
         return _marshal.loads(_b64.b64decode(data["compiled"][name]))
     return compile(data["sources"][name], name, "exec")
 
 
 def _boot(data):
-    exec(_part(data, "harness.py"), globals())
-    _main(data, lambda name: _part(data, name))
+    library = globals().pop("__library__", {})
+    exec(_part(data, library, "harness.py"), globals())
+    _main(data, lambda name: _part(data, library, name))
 
 
 _boot(_json.loads(%r))
 '''
 
 
-def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: bool = False) -> tuple[str, str]:
+def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: bool = False,
+                    library: bool = False) -> tuple[str, str]:
     """(program, tag): the harness with the candidate, setup and tests embedded as JSON.
 
     `bytecode`: ship the trusted parts compiled (only for a sandbox running this very
-    interpreter, as the local one does); otherwise as source, for any Python 3."""
+    interpreter, as the local one does); otherwise as source, for any Python 3. `library`
+    (with `bytecode`): leave the runtime out; the job must carry `runtime_library()`."""
     tag = "@@grpo-" + secrets.token_hex(8) + "@@"
     parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "", bytecode)
     sources = {**_RUNTIME, **{name: src for name, (src, _) in parts.items()}}
@@ -344,6 +351,8 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
     if bytecode:
         compiled = {**_runtime_bytecode(), **{name: b for name, (_, b) in parts.items() if b}}
         sources = {name: src for name, src in sources.items() if name not in compiled}
+        if library:
+            compiled = {name: b for name, b in compiled.items() if name not in _RUNTIME}
     data = {"tag": tag, "code": code, "limit": per_test_s, "entry_point": suite.entry_point if suite.param else None,
             "module": "solution" if suite.pytest_module else "__main__", "ntests": len(suite.tests),
             "has_setup": bool(suite.setup.strip()), "pytest": bool(suite.pytest_module),
@@ -357,6 +366,11 @@ def _runtime_bytecode() -> dict[str, str | None]:
     # Without docstrings (optimize=2; the harness has no asserts): the program is shipped and
     # decoded once per run, and its size is most of that.
     return {part: _marshal(source, part, optimize=2) for part, source in _RUNTIME.items()}
+
+
+def runtime_library() -> tuple[tuple[str, str], ...]:
+    """The harness runtime as a sandbox job's library (see `harness_program(..., library=True)`)."""
+    return tuple(sorted(_runtime_bytecode().items()))
 
 
 def harness_reports(stdout: str, tag: str) -> list[dict]:
