@@ -1,8 +1,9 @@
 """The assertion-test harness as it runs INSIDE the sandbox (never imported by the project):
 the main thread's part. code_runtime_thread.py is the part that runs in the program's thread.
 
-`code_harness.harness_program` ships both (as bytecode for the local sandbox) with the candidate
-program, the reference's setup and the compiled tests; `_main(data, load)` runs them.
+`code_harness.harness_program` ships both with the candidate program, the reference's setup and
+the compiled tests (the local sandbox gets both parts as the job's library, bytecode decoded once
+per worker); `_main(data, load)` runs them.
 
 Two threads. The main thread never runs the program: it writes the solution file, imports what
 the setup will import, installs the audit hook, starts the program's thread and waits for it,
