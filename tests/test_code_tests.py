@@ -258,6 +258,8 @@ def test_runtime_as_library_leaves_the_program_and_its_reach(scorer):
                                                       Job(program, "", Limits(wall_s=5))])
     assert [r["status"] for r in harness_reports(with_lib.stdout, tag) if "test" in r] == ["passed"] * 3
     assert not harness_reports(without.stdout, tag) and without.status == "error"
+    *_, [job] = scorer._prepare(Sample("", "def add(a, b):\n    return a + b", ADD_TEST))
+    assert job.library == runtime_library() and len(job.code) < len(inline) // 2  # the scorer's own jobs
 
 
 def test_split_keeps_statement_text_and_string_contents(scorer):
