@@ -60,6 +60,10 @@ PYTEST_CASES = {
                 "    def test_empty(self):\n        assert self.s.pop() is None\n"),
     "main_guard_not_run": ("def f():\n    return 1\nif __name__ == '__main__':\n    raise SystemExit('imported, not run')",
                            "from solution import f\n\ndef test_f():\n    assert f() == 1\n"),
+    "annotations": ("def f(a: int):\n    return a",
+                    "from solution import f\n\ndef typed(x: int) -> int:\n    return x\n\n"
+                    "def test_program_annotations():\n    assert f.__annotations__['a'] is int\n\n"
+                    "def test_own_annotations():\n    assert typed.__annotations__['x'] is int\n"),
     "module_import": ("import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int\ndef make(x):\n    return P(x)",
                       "import pickle\nimport solution\n\ndef test_pickle():\n    p = solution.make(2)\n"
                       "    assert pickle.loads(pickle.dumps(p)) == p\n\ndef test_wrong():\n    assert solution.make(1).x == 2\n"),

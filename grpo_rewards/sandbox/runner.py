@@ -152,7 +152,8 @@ def run_main(path: str, library: dict | None = None) -> int:
     try:
         with open(path, encoding="utf-8", errors="surrogatepass") as f:
             source = f.read()
-        exec(compile(source, path, "exec"), module.__dict__)
+        # dont_inherit: not this file's `from __future__ import annotations`, as `python main.py` would
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     except SystemExit as exc:
         code = exit_code(exc.code)
     except BaseException as exc:  # noqa: BLE001 - report it the way the interpreter would

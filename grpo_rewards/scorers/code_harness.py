@@ -297,7 +297,10 @@ def _compiled_parts(tests_src: str, setup: str, pytest_module: str, bytecode: bo
 
 def _marshal(source: str | ast.Module, filename: str, optimize: int = -1) -> str | None:
     try:
-        return base64.b64encode(marshal.dumps(compile(source, filename, "exec", optimize=optimize))).decode("ascii")
+        # dont_inherit: this module's `from __future__ import annotations` must not reach the
+        # tests, the setup or the runtime (whose own compile() calls would pass it on to the program).
+        code = compile(source, filename, "exec", optimize=optimize, dont_inherit=True)
+        return base64.b64encode(marshal.dumps(code)).decode("ascii")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -324,7 +327,7 @@ def _part(data, library, name):
         return library[name]
     if data["magic"] == _MAGIC.hex() and data["compiled"].get(name):
         return _marshal.loads(_b64.b64decode(data["compiled"][name]))
-    return compile(data["sources"][name], name, "exec")
+    return compile(data["sources"][name], name, "exec", dont_inherit=True)
 
 
 def _boot(data):

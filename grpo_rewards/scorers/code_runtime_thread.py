@@ -279,7 +279,7 @@ def _load_program():
     names it binds are copied into the program's namespace for the tests, and put back before
     each test."""
     ns = _state["ns"]
-    exec(compile(_state.pop("code"), _state["path"], "exec"), ns)
+    exec(compile(_state.pop("code"), _state["path"], "exec", dont_inherit=True), ns)
     for name, (module, _) in _state["modules"].items():
         _sys.modules[name] = module  # the setup imports what was there before the program ran
     setup = _state.pop("setup")

@@ -42,6 +42,10 @@ CASES = {
     "recursion_error": ("def f(n):\n    return f(n + 1)", ["assert f(0) == 1"]),
     "type_hints": ("import typing\ndef f(a: int, b: 'str' = '') -> typing.List[int]:\n    return [a]\n",
                    ["assert typing.get_type_hints(f)['a'] is int", "assert f(2) == [2]"]),
+    "annotations_evaluated": ("def f(a: int) -> list:\n    return f.__annotations__",
+                              ["assert f(1)['a'] is int", "assert f(1)['return'] is list"]),
+    "annotations_postponed": ("from __future__ import annotations\ndef f(a: int) -> list:\n    return f.__annotations__",
+                              ["assert f(1)['a'] == 'int'", "assert f(1)['a'] is int"]),
     "getsource": ("import inspect\ndef f(a):\n    return len(inspect.getsource(f).splitlines())",
                   ["assert f(0) == 2"]),
     "relative_file": ("with open('notes.txt', 'w') as fh:\n    fh.write('3\\n4\\n')\n"

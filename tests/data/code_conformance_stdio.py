@@ -14,6 +14,8 @@ CASES = {
     "open_zero": ("data = open(0).read().split()\nprint(max(map(int, data)))", [("3 9 2\n", "9\n")]),
     "print_end_sep": ("print(1, 2, 3, sep=',', end=';')\nprint('x', end='')\nprint()\nprint('a', 'b', sep='')",
                       [("", "1,2,3;x\nab\n")]),
+    "annotations": ("def g(x: int) -> str:\n    pass\nprint(g.__annotations__)",
+                    [("", "{'x': <class 'int'>, 'return': <class 'str'>}\n")]),
     "print_star": ("xs = list(map(int, input().split()))\nprint(*sorted(xs))", [("3 1 2\n", "1 2 3\n")]),
     "stdout_write": ("import sys\nsys.stdout.write('no newline')", [("", "no newline")]),
     "print_flush": ("import sys\nfor i in range(3):\n    print(i, flush=True)\nsys.stdout.flush()", [("", "0\n1\n2\n")]),
