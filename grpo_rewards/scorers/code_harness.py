@@ -148,22 +148,33 @@ def _source_of(stmt: ast.stmt, lines: list[str]) -> str:
     head = lines[stmt.lineno - 1][: stmt.col_offset]
     tail = lines[stmt.end_lineno - 1][stmt.end_col_offset:].strip()
     multiline_str = any(isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno
-                        for n in ast.walk(stmt))
+                        for n in _walk(stmt))
     if head.strip() or (tail and not tail.startswith("#")) or multiline_str:
         return ast.unparse(stmt)
     text = textwrap.dedent("\n".join(lines[stmt.lineno - 1 : stmt.end_lineno]))
     return text if not text[:1].isspace() else ast.unparse(stmt)
 
 
-def _walk_same_scope(node: ast.AST):
-    """ast.walk that does not descend into nested functions, lambdas or classes."""
-    todo = [node]
+def _walk(node: ast.AST, skip: tuple[type, ...] = ()) -> list[ast.AST]:
+    """Every node under `node` (itself included), in no particular order, not descending into
+    nodes of the types in `skip`. By hand: on a cold prompt the scorer's time is mostly AST walks,
+    and the generators of ast.walk/iter_child_nodes cost as much as the rest of a walk."""
+    out, todo = [], [node]
     while todo:
         n = todo.pop()
-        yield n
-        for child in ast.iter_child_nodes(n):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                todo.append(child)
+        out.append(n)
+        for field in n._fields:
+            value = getattr(n, field, None)
+            if isinstance(value, list):
+                todo += [v for v in value if isinstance(v, ast.AST) and not isinstance(v, skip)]
+            elif isinstance(value, ast.AST) and not isinstance(value, skip):
+                todo.append(value)
+    return out
+
+
+def _walk_same_scope(node: ast.AST) -> list[ast.AST]:
+    """_walk that does not descend into nested functions, lambdas or classes."""
+    return _walk(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
 
 
 # ---- the tests function and the program the sandbox runs ------------------------------------
@@ -174,57 +185,76 @@ _BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
 _PARAMS = "_grpo_case, _grpo_load, _grpo_cmp, _grpo_truth, _grpo_call, _grpo_b, _grpo_pt"
 
 
-class _Guard(ast.NodeTransformer):
+class _Guard:
     """Rewrites test code so that a program-made value cannot pass for a builtin one:
     each single comparison `a OP b` becomes `_grpo_cmp('OP', a, b)`, each asserted value
     `assert x` becomes `assert _grpo_truth(x)`, and builtin names the tests do not bind
-    themselves are read from a copy of the builtins taken before the program ran."""
+    themselves are read from a copy of the builtins taken before the program ran.
+
+    One pass over `_fields` by hand rather than an ast.NodeTransformer, whose per-node
+    dispatch made this most of the scorer's time on a cold prompt; new nodes get the location
+    of the node they replace (no fix_missing_locations walk over the whole tree)."""
 
     def __init__(self, builtin_names: frozenset[str]) -> None:
         self.builtin_names = builtin_names
 
-    def visit_Compare(self, node: ast.Compare) -> ast.AST:
-        self.generic_visit(node)
+    def visit(self, node: ast.AST) -> ast.AST:
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        value[i] = self.visit(item)
+            elif isinstance(value, ast.AST):
+                setattr(node, field, self.visit(value))
+        kind = type(node)
+        if kind is ast.Compare:
+            return self._compare(node)
+        if kind is ast.Assert:
+            node.test = self._truth(node.test)
+        elif kind is ast.Name and type(node.ctx) is ast.Load and node.id in self.builtin_names:
+            return _located(ast.Subscript(_located(ast.Name("_grpo_b", ast.Load()), node),
+                                          _located(ast.Constant(node.id), node), ast.Load()), node)
+        return node
+
+    @staticmethod
+    def _compare(node: ast.Compare) -> ast.AST:
         if len(node.ops) != 1 or type(node.ops[0]) not in _OPS:
             return node
-        call = ast.Call(ast.Name("_grpo_cmp", ast.Load()),
-                        [ast.Constant(_OPS[type(node.ops[0])]), node.left, node.comparators[0]], [])
-        return ast.copy_location(call, node)
-
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        self.generic_visit(node)
-        node.test = self._truth(node.test)
-        return node
+        return _call("_grpo_cmp", [_located(ast.Constant(_OPS[type(node.ops[0])]), node), node.left,
+                                   node.comparators[0]], node)
 
     def _truth(self, test: ast.expr) -> ast.expr:
         if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "_grpo_cmp":
             return test
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            return ast.copy_location(ast.UnaryOp(ast.Not(), self._truth(test.operand)), test)
+            return _located(ast.UnaryOp(ast.Not(), self._truth(test.operand)), test)
         if isinstance(test, ast.BoolOp):
-            return ast.copy_location(ast.BoolOp(test.op, [self._truth(v) for v in test.values]), test)
-        return ast.copy_location(ast.Call(ast.Name("_grpo_truth", ast.Load()), [test], []), test)
+            return _located(ast.BoolOp(test.op, [self._truth(v) for v in test.values]), test)
+        return _call("_grpo_truth", [test], test)
 
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        if isinstance(node.ctx, ast.Load) and node.id in self.builtin_names:
-            return ast.copy_location(ast.Subscript(ast.Name("_grpo_b", ast.Load()), ast.Constant(node.id),
-                                                   ast.Load()), node)
-        return node
+
+def _located(node: ast.AST, like: ast.AST) -> ast.AST:
+    return ast.copy_location(node, like)
+
+
+def _call(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
+    return _located(ast.Call(_located(ast.Name(name, ast.Load()), like), args, []), like)
 
 
 def _bound_names(trees: list[ast.AST]) -> set[str]:
     """Names the reference's code binds (assignments, imports, defs): those are not builtins there."""
     out: set[str] = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                out.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                out.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                out.update((a.asname or a.name).split(".")[0] for a in node.names)
-            elif isinstance(node, ast.arg):
-                out.add(node.arg)
+    for node in (n for tree in trees for n in _walk(tree)):
+        kind = type(node)
+        if kind is ast.Name and type(node.ctx) is not ast.Load:
+            out.add(node.id)
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            out.add(node.name)
+        elif kind in (ast.Import, ast.ImportFrom):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif kind is ast.arg:
+            out.add(node.arg)
     return out
 
 
@@ -268,7 +298,7 @@ def _guarded(source: str, filename: str, bound_elsewhere: set[str]) -> ast.Modul
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return f"{type(exc).__name__}: {exc}"
     builtin_names = _BUILTIN_NAMES - _bound_names([tree]) - bound_elsewhere
-    return ast.fix_missing_locations(_Guard(builtin_names).visit(tree))
+    return _Guard(builtin_names).visit(tree)
 
 
 @functools.lru_cache(maxsize=2048)  # the tests of one prompt serve its whole group
