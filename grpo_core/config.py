@@ -114,7 +114,9 @@ class TrainConfig(_Section):
     num_iterations: int = Field(1, ge=1, description="Optimizer steps per generation batch (mu).")
     loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field("dapo", description="Loss normalisation.")
     importance_sampling_level: Literal["token", "sequence"] = Field("token", description="`sequence` is GSPO.")
-    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Advantage scaling; none: Dr. GRPO.")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group", description="Advantage scaling for a spec with `aggregate: sum`; none: Dr. GRPO. With "
+        "`normalize_then_sum` the totals are scaled over the batch, as TRL does.")
     # Generation
     temperature: float = Field(0.9, gt=0, description="Sampling temperature (also divides logits in the loss).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")

@@ -12,6 +12,8 @@ each shared with TRL so results compare:
 * advantages divide by (std + 1e-4), unbiased std; `scale_rewards: batch` uses the batch std
   (group mean still), `none` skips the division (Dr. GRPO). Rows without a reward (None) are left
   out of the group statistics and get advantage 0; so do groups with fewer than two rewards.
+  With a spec's `aggregate: normalize_then_sum` (GDPO) each member is normalised within its group
+  before the weighted sum, and the totals then over the batch (`batch_advantages`), as TRL does.
 * the paper averages per sequence then over sequences (`grpo`); `bnpo` averages over the tokens of
   the micro-batch, `dr_grpo` divides the token sum by B * max_completion_length, `dapo` (TRL's
   default) divides it by the completion tokens of the whole generation batch (over all ranks).
@@ -142,6 +144,15 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: str,
         advantages = advantages / (std + eps)
     zero_std = torch.isclose(std, torch.zeros_like(std)).expand_as(grouped)
     return advantages.nan_to_num(0.0).reshape(-1), zero_std.reshape(-1)
+
+
+def batch_advantages(totals: torch.Tensor, eps: float = ADVANTAGE_EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages (B,) and a zero-std flag (B,) for `aggregate: normalize_then_sum` (GDPO, as TRL 1.16):
+    each member is already normalised within its group, so the totals (B,) are only brought to
+    scale over the whole batch, (r - batch mean) / (batch std + eps); a group's own spread stays."""
+    std = nanstd(totals)
+    advantages = (totals - totals.nanmean()) / (std + eps)
+    return advantages.nan_to_num(0.0), torch.isclose(std, torch.zeros_like(std)).expand_as(totals)
 
 
 # ---------------------------------------------------------------------------------------------

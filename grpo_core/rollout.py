@@ -31,6 +31,7 @@ class Rollout:
     old_logps: torch.Tensor | None = None       # (B, C) when num_iterations > 1
     ref_logps: torch.Tensor | None = None       # (B, C) when the policy has a reference (beta > 0)
     rewards: torch.Tensor | None = None         # (B,) weighted total, NaN where no scorer gave a value
+    reward_sums: torch.Tensor | None = None     # (B,) the totals before any group normalisation (logged)
     scorer_rewards: torch.Tensor | None = None  # (B, S) each scorer's value (reward.aliases order), NaN for None
     loss_tokens: float = 1.0  # completion tokens of the generation batch over all ranks / world size (dapo)
 
@@ -44,7 +45,8 @@ class Rollout:
         take = lambda t: None if t is None else t[start:end]  # noqa: E731
         return Rollout(self.prompt_ids[start:end], self.prompt_mask[start:end], cut(self.completion_ids),
                        cut(self.completion_mask), self.advantages[start:end], cut(self.old_logps),
-                       cut(self.ref_logps), take(self.rewards), take(self.scorer_rewards), self.loss_tokens)
+                       cut(self.ref_logps), take(self.rewards), take(self.reward_sums), take(self.scorer_rewards),
+                       self.loss_tokens)
 
     def state(self) -> dict[str, Any]:
         return dict(self.__dict__)

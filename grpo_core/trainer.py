@@ -26,7 +26,7 @@ from grpo_core import checkpoint as ckpt
 from grpo_core.config import TrainConfig
 from grpo_core.data import PromptSampler, load_splits
 from grpo_core.lora import save_model
-from grpo_core.loss import group_advantages, grpo_loss, nanstd
+from grpo_core.loss import batch_advantages, group_advantages, grpo_loss, nanstd
 from grpo_core.metrics import METRICS_FILE, PLOT_FILE, MetricsLog, average, plot_metrics, truncate_after
 from grpo_core.model import load_tokenizer, model_source
 from grpo_core.optim import AdamW, Schedule, lr_schedule
@@ -99,18 +99,21 @@ class Trainer:
         samples = self.prompts.samples(records, self.prompts.decode(completion_ids, completion_mask))
         rollout = Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask,
                           torch.zeros(len(ids), device=self.rt.device))
-        rollout.rewards, rollout.scorer_rewards = self.score(samples, group_size)
+        rollout.rewards, rollout.reward_sums, rollout.scorer_rewards = self.score(samples, group_size)
         return rollout
 
-    def score(self, samples: list[Sample], group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Weighted totals (B,) and each scorer's values (B, S), NaN where None. Keeps the batch for diagnostics."""
+    def score(self, samples: list[Sample], group_size: int | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Totals (B,), their sums before any group normalisation (B,) and each scorer's values (B, S),
+        NaN where None. Keeps the batch for diagnostics."""
         batch = self.reward.score(samples, group_size)
         self.last_scored = batch, [s.completion_text for s in samples]
         column = lambda values: torch.tensor([math.nan if v is None else v for v in values],  # noqa: E731
                                              dtype=torch.float32, device=self.rt.device)
         per_scorer = [column([s.value for s in batch.scores[a]]) for a in self.reward.aliases]
         totals = column(batch.totals)                                                    # (B,)
-        return totals, torch.stack(per_scorer, 1) if per_scorer else totals.new_zeros(len(totals), 0)
+        sums = totals if batch.weighted_sums is None else column(batch.weighted_sums)    # (B,)
+        return totals, sums, torch.stack(per_scorer, 1) if per_scorer else totals.new_zeros(len(totals), 0)
 
     def make_rollout(self) -> tuple[Rollout, dict[str, float]]:
         """A generation batch with rewards, advantages and (when needed) old and reference log-probs."""
@@ -119,9 +122,12 @@ class Trainer:
         rollout = self.complete([self.train_records[i] for i in prompts], [self.train_ids[i] for i in prompts],
                                 self.gen_config, g)
         everyone = self.rt.gather_columns({                                               # (world * B, ...)
-            "reward": rollout.rewards, "scorers": rollout.scorer_rewards,
+            "total": rollout.rewards, "reward": rollout.reward_sums, "scorers": rollout.scorer_rewards,
             "completion_length": rollout.completion_mask.sum(-1), "prompt_length": rollout.prompt_mask.sum(-1)})
-        advantages, zero_std = group_advantages(everyone["reward"], g, cfg.scale_rewards)  # (world * B,)
+        if self.reward.spec.aggregate == "normalize_then_sum":  # already group-relative per member
+            advantages, zero_std = batch_advantages(everyone["total"])                   # (world * B,)
+        else:
+            advantages, zero_std = group_advantages(everyone["total"], g, cfg.scale_rewards)
         rollout.advantages = advantages[rank * len(prompts):(rank + 1) * len(prompts)]
         if cfg.mask_truncated_completions:
             ended = torch.isin(rollout.completion_ids, self.eos_ids).any(-1)
@@ -131,8 +137,8 @@ class Trainer:
         rollout.ref_logps = self.policy.reference_logprobs(rollout)
         if cfg.num_iterations > 1:  # with one update per batch, old = logp.detach() (never recomputed)
             rollout.old_logps = self.policy.score(self.policy.logprobs, rollout)
-        totals, lengths = everyone["reward"], everyone["completion_length"]
-        stats = {"reward": totals.nanmean(), "reward_std": nanstd(totals), "completion_length": lengths.mean(),
+        sums, lengths = everyone["reward"], everyone["completion_length"]
+        stats = {"reward": sums.nanmean(), "reward_std": nanstd(sums), "completion_length": lengths.mean(),
                  "frac_reward_zero_std": zero_std.float().mean(),
                  "tokens": lengths.sum() + everyone["prompt_length"].sum()}
         stats |= {f"reward/{a}": everyone["scorers"][:, i].nanmean() for i, a in enumerate(self.reward.aliases)}
@@ -187,7 +193,7 @@ class Trainer:
             chunk = mine[start:start + self.cfg.eval_batch_size]
             rollout = self.complete([self.eval_records[i] for i in chunk], [self.eval_ids[i] for i in chunk],
                                        self.eval_gen_config)
-            values = torch.cat([rollout.rewards[:, None], rollout.scorer_rewards], 1)       # (b, width)
+            values = torch.cat([rollout.reward_sums[:, None], rollout.scorer_rewards], 1)   # (b, width)
             sums["values"] += values.nan_to_num(0.0).sum(0)
             sums["counts"] += (~values.isnan()).sum(0)
             sums["completion_tokens"] += rollout.completion_mask.sum()

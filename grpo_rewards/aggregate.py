@@ -106,17 +106,22 @@ def group_normalize(column: Values, groups: Sequence[Sequence[int]]) -> Values:
 
 
 def combine(values: Mapping[str, Values], rules: Sequence[MemberRule], aggregate: str,
-            groups: Sequence[Sequence[int]]) -> tuple[Values, dict[str, Values], dict[str, Values]]:
-    """(totals, each member's value after policy and gate, each member's weighted contribution)."""
+            groups: Sequence[Sequence[int]]) -> tuple[Values, dict[str, Values], dict[str, Values], Values]:
+    """(totals, each member's value after policy and gate, each member's weighted contribution,
+    the weighted sums of the gated values: the totals before any group normalisation)."""
     gated, dropped = apply_policies(values, rules)
-    contributions: dict[str, Values] = {}
-    for rule in rules:
-        column = gated[rule.alias]
-        if aggregate == "normalize_then_sum":
-            column = group_normalize(column, groups)
-        contributions[rule.alias] = [None if v is None else rule.weight * v for v in column]
-    totals: Values = []
+    weighted = {r.alias: [None if v is None else r.weight * v for v in gated[r.alias]] for r in rules}
+    contributions = weighted
+    if aggregate == "normalize_then_sum":
+        contributions = {r.alias: [None if v is None else r.weight * v for v in group_normalize(gated[r.alias], groups)]
+                         for r in rules}
+    sums = _sum_rows(weighted, dropped)
+    return (sums if contributions is weighted else _sum_rows(contributions, dropped)), gated, contributions, sums
+
+
+def _sum_rows(columns: Mapping[str, Values], dropped: Sequence[bool]) -> Values:
+    out: Values = []
     for i in range(len(dropped)):
-        parts = [c[i] for c in contributions.values() if c[i] is not None]
-        totals.append(sum(parts) if parts and not dropped[i] else None)
-    return totals, gated, contributions
+        parts = [c[i] for c in columns.values() if c[i] is not None]
+        out.append(sum(parts) if parts and not dropped[i] else None)
+    return out

@@ -131,8 +131,8 @@ class CompositeReward:
                 member, samples, results, groups)
             self.error_counts[member.alias] += errors[member.alias]
         values = {alias: [s.value for s in scores] for alias, scores in results.items()}
-        totals, gated, contributions = combine(values, self.rules, self.spec.aggregate, groups)
-        return RewardBatch(totals, results, errors, groups, gated, contributions, hits)
+        totals, gated, contributions, sums = combine(values, self.rules, self.spec.aggregate, groups)
+        return RewardBatch(totals, results, errors, groups, gated, contributions, hits, sums)
 
     __call__ = score
 

@@ -145,6 +145,11 @@ class RewardBatch:
     # alias -> weight * (normalised) value: the member's share of each total.
     contributions: dict[str, list[float | None]] = field(default_factory=dict)
     cache_hits: dict[str, int] = field(default_factory=dict)  # alias -> samples not scored again
+    # Sum of weight * value after policy and gate, before any group normalisation (None where a
+    # sample has no value or is dropped): the total itself under `aggregate: sum`; under
+    # `normalize_then_sum`, the reward's scale, which the totals (normalised) do not show.
+    # None: the same as `totals`.
+    weighted_sums: list[float | None] | None = None
 
     @property
     def values(self) -> dict[str, list[float | None]]:

@@ -173,6 +173,10 @@ def test_normalize_then_sum_by_hand(registry):
     assert batch.totals == pytest.approx([-2 * Z1, 0.0, 2 * Z1, -0.5 * zq, 0.5 * zq], abs=1e-12)
     assert batch.contributions["a"][3:] == [0.0, None]
     assert batch.groups == [[0, 1, 2], [3, 4]]
+    assert batch.weighted_sums == [2 + 5.0, 4 + 5.0, 6 + 5.0, 8 + 0.0, 4.0]  # the scale the totals hide
+    spec["aggregate"] = "sum"
+    as_sum = totals(registry, spec, rows, ["p", "p", "p", "q", "q"])
+    assert as_sum.totals == as_sum.weighted_sums == batch.weighted_sums
 
 
 def test_all_equal_groups_and_groups_of_one(registry):
@@ -206,10 +210,11 @@ def test_combine_is_the_whole_pipeline_in_order():
     # policy (zero) -> gate (shut -> otherwise 0.5) -> normalise -> weight
     rules = [MemberRule("f", 1.0), MemberRule("c", 3.0, "zero", GateSpec(on="f", min=1.0, otherwise=0.5))]
     values = {"f": [1.0, 0.0, 1.0], "c": [None, 1.0, 1.0]}
-    out, gated, contributions = combine(values, rules, "normalize_then_sum", [[0, 1, 2]])
+    out, gated, contributions, sums = combine(values, rules, "normalize_then_sum", [[0, 1, 2]])
     assert gated["c"] == [0.0, 0.5, 1.0]
     assert contributions["c"] == pytest.approx([3 * v for v in group_normalize([0.0, 0.5, 1.0], [[0, 1, 2]])])
     assert contributions["c"] == pytest.approx([-3 / (0.5 + NORMALIZE_EPS) * 0.5, 0.0, 3 * 0.5 / (0.5 + NORMALIZE_EPS)])
+    assert sums == [1.0 + 0.0, 0.0 + 3 * 0.5, 1.0 + 3 * 1.0]  # weighted, gated, not normalised
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,6 +270,10 @@ def test_normalize_then_sum_matches_trl(tmp_path, registry):
     assert any(v is None for v in values["large"]) and len(set(values["small"])) > 1  # the case is not trivial
     expected = _trl_advantages_of_totals(ours.totals)
     assert trl_advantages == pytest.approx(expected, abs=1e-6)
+    from grpo_core.loss import batch_advantages  # what grpo-train does with the same totals
+
+    core = batch_advantages(torch.tensor([math.nan if t is None else t for t in ours.totals]))[0].tolist()
+    assert trl_advantages == pytest.approx(core, abs=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core import runtime as runtime_module
 from grpo_core.cli import main
 from grpo_core.config import TrainConfig, load_config, validate_config
-from grpo_core.loss import LOSS_TYPES
+from grpo_core.loss import LOSS_TYPES, batch_advantages, group_advantages
 from grpo_core.metrics import read_metrics
 from grpo_core.trainer import Trainer, train
 from grpo_rewards.errors import ConfigError, UserError
@@ -70,6 +71,27 @@ def test_reward_rises_on_a_learnable_reward(tmp_path):
     rewards = [r["reward"] for r in train_records if "reward" in r]
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
     assert all(r["kl"] == 0.0 for r in train_records)
+
+
+@pytest.mark.timeout(180)
+def test_normalize_then_sum_trains_on_batch_scaled_advantages_and_logs_the_rewards_scale(tmp_path):
+    """GDPO as TRL 1.16: the totals (each member normalised in its group) are scaled over the batch,
+    not normalised per group again; the logged reward is the weighted sum, not the normalised total."""
+    config = validate_config(base_config(tmp_path, max_steps=2, eval_steps=2, beta=0.0,
+                                         **{"rewards.aggregate": "normalize_then_sum"}))
+    trainer = Trainer(config)
+    rollout, stats = trainer.make_rollout()
+    batch, _ = trainer.last_scored
+    totals = torch.tensor([math.nan if t is None else t for t in batch.totals])
+    sums = torch.tensor([math.nan if t is None else t for t in batch.weighted_sums])
+    assert torch.allclose(rollout.advantages, batch_advantages(totals)[0])
+    if (totals.view(-1, 4).nan_to_num().std(-1) > 0).all():  # every group has spread: per-group would differ
+        assert not torch.allclose(rollout.advantages, group_advantages(totals, 4, "group")[0], atol=1e-3)
+    assert stats["reward"] == pytest.approx(sums.nanmean().item(), abs=1e-6)
+    assert stats["reward"] > 0.01 and abs(totals.nanmean().item()) < 1e-5  # the scale the totals hide
+    evaluated = trainer.evaluate()
+    assert evaluated["eval/reward"] == pytest.approx(evaluated["eval/a_frac"] + 0.5 * evaluated["eval/correct"],
+                                                     abs=1e-5)
 
 
 @pytest.mark.timeout(180)
