@@ -139,6 +139,19 @@ def test_repeated_pairs_are_cached(scorer):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize(("cache_size", "verified"), [(100, 2), (0, 6)])
+def test_cache_size_zero_verifies_every_repeat(cache_size, verified):
+    samples = [Sample(completion=f"\\boxed{{{v}}}", reference={"answer": "11"}) for v in (11, 12, 11, 11, 12, 11)]
+    sent = []
+    with MathAccuracy(timeout_s=5, cache_size=cache_size) as s:
+        resolve = s._resolve
+        s._resolve = lambda keys: sent.extend(keys) or resolve(keys)
+        assert [x.value for x in s.score(samples)] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+        s.score(samples)
+    assert len(sent) == verified * (1 if cache_size else 2)
+
+
+@pytest.mark.timeout(60)
 def test_called_from_a_thread(scorer):
     # TRL runs reward functions in a thread: math-verify's SIGALRM would fail there.
     out = {}

@@ -82,7 +82,8 @@ class MathAccuracyParams(BaseModel):
         False, description="Accept an answer that is an arithmetic expression of the prompt's own numbers "
         "(`17 \\times 23` for \"Compute 17 x 23\"). By default, against a plain-number gold, it scores 0.")
     cache_size: int = Field(
-        100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches (0 disables it).")
+        100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches. 0 turns off "
+        "every reuse: each sample is verified, repeats of a (gold, answer) pair within a batch too.")
 
 
 def _gold_text(value: Any) -> str | None:
@@ -157,8 +158,11 @@ class MathAccuracy(Scorer):
         infos: list[dict[str, Any]] = [{} for _ in samples]
         for i, sample in enumerate(samples):
             out[i] = self._prepare(sample, infos[i], wanted, i)
-        verdicts = self._lookup(list(wanted))
-        verdicts.update(self._resolve([k for k in wanted if k not in verdicts]))
+        if self.params.cache_size > 0:
+            verdicts = self._lookup(list(wanted))
+            verdicts.update(self._resolve([k for k in wanted if k not in verdicts]))
+        else:  # no reuse at all: every occurrence is verified (its verdict is the same as the first's)
+            verdicts = self._resolve([k for k, indices in wanted.items() for _ in indices])
         for key, indices in wanted.items():
             value, info = verdicts[key]
             for i in indices:
