@@ -93,8 +93,7 @@ def run_code_tests(scorer: CodeTests, problems: list[dict], completions: list[st
     samples = [Sample(p["prompt"], c, {"test": p["test"], "entry_point": p["entry_point"]})
                for p, c in zip(problems, completions)]
     # Cold caches: in training the tests of a prompt are prepared once per group, not here.
-    code_harness.split_check.cache_clear()
-    code_harness._compiled_parts.cache_clear()
+    code_harness.clear_caches()
     pids = scorer.backend().pids
     cpu, start = cpu_seconds(pids), time.perf_counter()
     scores = scorer.score(samples)

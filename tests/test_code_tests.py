@@ -183,9 +183,23 @@ class DeadBackend(SandboxBackend):
         return ExecResult("infra", detail="connection refused")
 
 
+class ShortBackend(SandboxBackend):
+    """A faulty backend: one result too few, and it notes what it was handed."""
+
+    name = "short"
+    given: list[type] = []
+
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
+        return ExecResult("ok")
+
+    def run_many(self, jobs):
+        ShortBackend.given.append(type(jobs))
+        return [self.run(j.code) for j in jobs][1:]
+
+
 @hookimpl
 def grpo_rewards_sandboxes():
-    return [DeadBackend]
+    return [DeadBackend, ShortBackend]
 
 
 def test_infrastructure_failure_is_none_never_zero(monkeypatch):
@@ -196,6 +210,17 @@ def test_infrastructure_failure_is_none_never_zero(monkeypatch):
                                          Sample("", "print(1)", {"inputs": ["\n"], "outputs": ["1\n"]})])
     assert [x.value for x in s] == [None, None]
     assert "connection refused" in s[0].info["reason"]
+
+
+def test_a_backend_that_miscounts_its_results_scores_none_and_gets_a_list(monkeypatch):
+    """Only a backend that says it takes its jobs lazily (`lazy_jobs`) is handed a generator."""
+    import grpo_rewards.registry as registry
+
+    monkeypatch.setattr(registry, "_default", load_registry(extra_plugins=[__import__(__name__, fromlist=["x"])]))
+    s = CodeTests(sandbox="short").score([Sample("", "def add(a, b):\n    return a + b", ADD_TEST),
+                                          Sample("", "print(1)", {"inputs": ["\n", "\n"], "outputs": ["1\n"] * 2})])
+    assert [x.value for x in s] == [None, None] and ShortBackend.given == [list]
+    assert "returned 2 results for 3 jobs" in s[0].info["reason"]
 
 
 def test_spec_validation_names_a_bad_sandbox():
@@ -236,7 +261,8 @@ def test_harness_as_source_and_as_bytecode_agree(scorer):
 
     suite = parse_reference(ADD_TEST).assert_suite
     for bytecode in (False, True):
-        program, tag = harness_program("def add(a, b):\n    return a + b if a >= 0 else 99", suite, 2.0, bytecode)
+        program, tag, library = harness_program("def add(a, b):\n    return a + b if a >= 0 else 99", suite, 2.0, bytecode)
+        assert library == ()
         assert ('"compiled": {}' in program) != bytecode
         result = scorer.backend().run(program, "", Limits(wall_s=5))
         reports = [r["status"] for r in harness_reports(result.stdout, tag) if "test" in r]
@@ -244,22 +270,24 @@ def test_harness_as_source_and_as_bytecode_agree(scorer):
 
 
 def test_runtime_as_library_leaves_the_program_and_its_reach(scorer):
-    """The local sandbox gets the runtime as the job's library, not in the program's text; the
-    candidate finds no `__library__` (the boot takes it out first); without it the run fails."""
-    from grpo_rewards.scorers.code_harness import harness_program, harness_reports, runtime_library
+    """The local sandbox gets the boot, the runtime and the compiled tests as the job's library,
+    not in the program's text; the candidate finds no `__library__` (the boot takes it out
+    first); without it the run fails."""
+    from grpo_rewards.scorers.code_harness import harness_program, harness_reports
 
     suite = parse_reference(ADD_TEST).assert_suite
     code = ("import sys\nfound = [m for m in sys.modules.values() if '__library__' in vars(m)]\n"
             "def add(a, b):\n    return a + b if not found and '__library__' not in globals() else 99")
-    program, tag = harness_program(code, suite, 2.0, bytecode=True, library=True)
-    inline, _ = harness_program(code, suite, 2.0, bytecode=True)
-    assert len(program) < len(inline) // 2
-    [with_lib, without] = scorer.backend().run_many([Job(program, "", Limits(wall_s=5), runtime_library()),
+    program, tag, library = harness_program(code, suite, 2.0, bytecode=True, library=True)
+    inline, _, _ = harness_program(code, suite, 2.0, bytecode=True)
+    assert len(program) < len(inline) // 2 and program.count("\n") == 2  # the boot line and the data
+    assert {name for name, _ in library} == {"boot.py", "harness.py", "thread.py", "tests.py", "setup.py"}
+    [with_lib, without] = scorer.backend().run_many([Job(program, "", Limits(wall_s=5), library),
                                                       Job(program, "", Limits(wall_s=5))])
     assert [r["status"] for r in harness_reports(with_lib.stdout, tag) if "test" in r] == ["passed"] * 3
     assert not harness_reports(without.stdout, tag) and without.status == "error"
     *_, [job] = scorer._prepare(Sample("", "def add(a, b):\n    return a + b", ADD_TEST))
-    assert job.library == runtime_library() and len(job.code) < len(inline) // 2  # the scorer's own jobs
+    assert job.library == library and len(job.code) < len(inline) // 2  # the scorer's own jobs
 
 
 def test_split_keeps_statement_text_and_string_contents(scorer):

@@ -5,6 +5,7 @@ chunks pipelined to a worker and requeued when it is killed, and work after each
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -71,5 +72,34 @@ def test_work_after_each_reply_runs_once_per_task():
     try:
         [results] = pool.map([["REPLIES"] * 3], 5)
         assert [r.value for r in results] == [0, 1, 2]
+    finally:
+        pool.close()
+
+
+def test_lazy_chunks_are_taken_as_workers_have_room_and_a_failing_source_raises_after_the_sent_ones():
+    pool = _pool(pipeline=1)
+    try:
+        taken = []  # when the pool took each chunk (CLOCK_MONOTONIC is the host's, in every process)
+
+        def chunks():
+            for i in range(3):
+                taken.append(time.monotonic())
+                yield [f"{i}", "__import__('time').sleep(0.05) or __import__('time').monotonic()"]
+
+        results = pool.map(chunks(), lambda chunk: 5.0)
+        assert [c[0].value for c in results] == [0, 1, 2]
+        finished = [c[1].value for c in results]
+        assert taken[1] > finished[0] and taken[2] > finished[1]  # one worker, no room: none taken ahead
+
+        def failing():
+            yield ["1"]
+            raise KeyError("the source broke")
+
+        with pytest.raises(KeyError, match="the source broke"):
+            pool.map(failing(), 5)
+        # Nothing of that batch is left in the worker's socket for the next one.
+        assert [[r.value for r in c] for c in pool.map([["7"], ["8"]], 5)] == [[7], [8]]
+        with pytest.raises(ValueError):
+            pool.map([["1"], ["2"]], [5])  # one limit for two chunks
     finally:
         pool.close()

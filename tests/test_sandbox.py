@@ -112,6 +112,18 @@ def test_run_many_is_parallel_and_in_order(sandbox):
     assert elapsed < 6 * 0.4 * 0.9  # two zygotes: well under the serial time
 
 
+def test_run_many_takes_a_generator_a_job_at_a_time(sandbox):
+    made = []
+
+    def jobs():
+        for i in range(5):
+            made.append(i)
+            yield Job(f"print({i})", "", SAFE)
+
+    assert sandbox.lazy_jobs and [r.stdout for r in sandbox.run_many(jobs())] == [f"{i}\n" for i in range(5)]
+    assert made == list(range(5))
+
+
 def test_a_jobs_library_reaches_the_program_as_code_objects(sandbox):
     """The library is decoded in the worker (once) and given to the program as `__library__`."""
     import base64

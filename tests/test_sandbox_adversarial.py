@@ -231,7 +231,7 @@ def test_creating_namespaces_or_tracing_is_denied(run):
 def _harness_run(run, code: str, tests: list[str]):
     from grpo_rewards.scorers.code_harness import assert_list_suite, harness_program, harness_reports
 
-    program, tag = harness_program(code, assert_list_suite(tests), 1.0, bytecode=True)
+    program, tag, _ = harness_program(code, assert_list_suite(tests), 1.0, bytecode=True)
     result = run(program, limits=Limits(wall_s=3.0, memory_mb=256, processes=9, output_bytes=1 << 16))
     return result, [r for r in harness_reports(result.stdout, tag) if "test" in r]
 

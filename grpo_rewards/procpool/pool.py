@@ -18,6 +18,7 @@ at a time) and works from any thread.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import pickle
 import select
@@ -29,7 +30,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -360,17 +361,25 @@ class WorkerPool:
         if replacement is not None:
             self._workers.append(replacement)
 
-    def map(self, chunks: Sequence[Sequence[Any]], timeout_s: float | Sequence[float]) -> list[list[TaskResult]]:
+    def map(self, chunks: Iterable[Sequence[Any]],
+            timeout_s: float | Sequence[float] | Callable[[Sequence[Any]], float]) -> list[list[TaskResult]]:
         """Run every chunk (a list of tasks, run in order by one worker); one result per task.
-        `timeout_s`: each task's limit, or one limit per chunk. RuntimeError, saying what is
+        `timeout_s`: each task's limit, one limit per chunk, or a function of the chunk giving it.
+        `chunks` may be lazy: each is taken only when a worker has room for it, so the work that
+        makes the next chunk overlaps the runs of the earlier ones. RuntimeError, saying what is
         missing, where the platform cannot run the pool."""
         gap = platform_gap()
         if gap:
             raise RuntimeError(gap)
-        limits = [float(timeout_s)] * len(chunks) if isinstance(timeout_s, int | float) else list(timeout_s)
+        if callable(timeout_s):
+            source = ((chunk, timeout_s(chunk)) for chunk in chunks)
+        elif isinstance(timeout_s, int | float):
+            source = zip(chunks, itertools.repeat(float(timeout_s)))
+        else:  # strict: limits short or over are a ValueError (raised once the chunks sent are in)
+            source = zip(chunks, timeout_s, strict=True)
         with self._lock:
             self._ensure_workers()
-            return _Batch(self, chunks, limits).run()
+            return _Batch(self, source).run()
 
     def wait_primed(self, timeout_s: float) -> bool:
         """Start the pool if needed, wait until its priming is done and its workers have it; whether
@@ -404,28 +413,61 @@ def _shutdown(workers: list[_Worker], zygotes: list[_ZygoteHandle]) -> None:
 class _Batch:
     """The event loop of one `map` call: dispatch chunks to workers, collect, enforce limits."""
 
-    def __init__(self, pool: WorkerPool, chunks: Sequence[Sequence[Any]], limits: list[float]) -> None:
-        self.pool, self.chunks, self.limits = pool, [list(c) for c in chunks], limits
-        self.results: list[list[TaskResult | None]] = [[None] * len(c) for c in self.chunks]
-        self.queue = deque(i for i, c in enumerate(self.chunks) if c)
+    def __init__(self, pool: WorkerPool, source: Iterator[tuple[Sequence[Any], float]]) -> None:
+        self.pool, self.source = pool, source
+        self.chunks: list[list[Any]] = []
+        self.limits: list[float] = []
+        self.results: list[list[TaskResult | None]] = []
+        self.queue: deque[int] = deque()  # taken from the source (or sent back by a lost worker), not sent
         self.running = 0  # chunks sent and not finished
+        self.exhausted = False
+        self.failure: BaseException | None = None  # raised by the source: re-raised once the sent chunks are in
 
     def run(self) -> list[list[TaskResult]]:
-        while self.queue or self.running:
-            self._dispatch()
+        while self.queue or not self.exhausted or self.running:
+            self._dispatch()  # takes from the source only for a worker with room
             if not self.running:
                 break  # no worker is left to take the queued chunks
             self._wait_and_collect()
             self._enforce_deadlines()
+        if self.failure is not None:
+            raise self.failure
+        while self._pull():  # no worker could be started: the rest is taken to say so
+            pass
         for i in self.queue:
             self.results[i] = [TaskResult("unavailable", detail="no worker process could be started")] * len(
                 self.chunks[i])
         return [[r or TaskResult("not_run") for r in chunk] for chunk in self.results]
 
+    def _pending(self) -> bool:
+        """Whether a chunk waits to be sent; takes the next one from the source when none is queued."""
+        while not self.queue and self._pull():
+            pass
+        return bool(self.queue)
+
+    def _pull(self) -> bool:
+        """Take the next chunk from the source into the queue; False once the source is done."""
+        if self.exhausted:
+            return False
+        try:
+            chunk, limit = next(self.source)
+        except StopIteration:
+            self.exhausted = True
+            return False
+        except BaseException as exc:  # noqa: BLE001 - the chunks already sent must come back first
+            self.failure, self.exhausted = exc, True
+            return False
+        self.chunks.append(list(chunk))
+        self.limits.append(float(limit))
+        self.results.append([None] * len(self.chunks[-1]))
+        if self.chunks[-1]:
+            self.queue.append(len(self.chunks) - 1)
+        return True
+
     def _dispatch(self) -> None:
         for _ in range(self.pool.pipeline):  # first one chunk to each worker, then one more each
             for w in list(self.pool._workers):
-                if not self.queue or len(w.inflight) >= self.pool.pipeline or w not in self.pool._workers:
+                if len(w.inflight) >= self.pool.pipeline or w not in self.pool._workers or not self._pending():
                     continue
                 i = self.queue.popleft()
                 if not w.inflight:

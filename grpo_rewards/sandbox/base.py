@@ -8,7 +8,7 @@ the program does; a failure of the backend itself is `status="infra"`, which sco
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -68,6 +68,9 @@ class SandboxBackend(ABC):
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]] = NoParams
+    # Whether `run_many` takes its jobs lazily (a generator it consumes as it goes); otherwise
+    # callers hand it a list.
+    lazy_jobs: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.params = validate_params(self.Params, params, kwargs)
@@ -80,8 +83,10 @@ class SandboxBackend(ABC):
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
         """Run `code` (a Python program) with `stdin`; never raises for the program's behaviour."""
 
-    def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
-        """Run several jobs; backends with a worker pool override this to run them in parallel."""
+    def run_many(self, jobs: Sequence[Job] | Iterable[Job]) -> list[ExecResult]:
+        """Run several jobs, one result each, in order; backends with a worker pool override this
+        to run them in parallel. A list, unless the backend sets `lazy_jobs`: then any iterable,
+        whose later jobs may still be made while the first ones run."""
         return [self.run(j.code, j.stdin, j.limits) for j in jobs]
 
     def close(self) -> None:

@@ -42,7 +42,7 @@ PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy da
            "string struct textwrap traceback types typing unicodedata atexit")
 PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
-LIBRARY_KEEP = 16  # decoded library parts a worker keeps (a few per scorer version)
+LIBRARY_KEEP = 256  # decoded library parts a worker keeps, least recently used out (a few per prompt)
 POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
@@ -245,11 +245,12 @@ class Executor:
         would pay the decoding again every time (mostly page faults)."""
         out = {}
         for name, blob in parts.items():
-            if blob not in self.library:
+            code = self.library.pop(blob, None)  # re-inserted: the dict's order is the LRU's
+            if code is None:
+                code = marshal.loads(base64.b64decode(blob))
                 if len(self.library) >= LIBRARY_KEEP:
-                    self.library.clear()
-                self.library[blob] = marshal.loads(base64.b64decode(blob))
-            out[name] = self.library[blob]
+                    del self.library[next(iter(self.library))]
+            out[name] = self.library[blob] = code
         return out
 
     def cleanup(self) -> None:

@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ class LocalSandbox(SandboxBackend):
 
     name = "local"
     Params = LocalSandboxParams
+    lazy_jobs = True
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
@@ -130,8 +131,10 @@ class LocalSandbox(SandboxBackend):
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
         return self.run_many([Job(code, stdin or "", limits or Limits())])[0]
 
-    def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
-        jobs = list(jobs)
+    def run_many(self, jobs: Iterable[Job]) -> list[ExecResult]:
+        """Runs `jobs` `workers` at a time; a lazy iterable is taken a job at a time as workers
+        have room, so making the next jobs overlaps the runs of the earlier ones."""
+        jobs, taken = iter(jobs), []  # on a pool failure: those taken, then the rest, each gets its answer
         try:
             report = self._layer_report()
             if report is None:
@@ -140,32 +143,38 @@ class LocalSandbox(SandboxBackend):
             if missing:
                 detail = f"required sandbox layer(s) not active: {', '.join(missing)}"
                 return [ExecResult("infra", detail=detail) for _ in jobs]
-            return self._run_twice_at_most(jobs)
+            return self._run_twice_at_most(jobs, taken)
         except (OSError, RuntimeError) as exc:  # e.g. no process could be spawned: the host, not the programs
-            return [ExecResult("infra", detail=f"sandbox pool: {exc}") for _ in jobs]
+            return [ExecResult("infra", detail=f"sandbox pool: {exc}") for _ in [*taken, *jobs]]
 
     def close(self) -> None:
         self._pool.close()
 
     # ---- through the pool -----------------------------------------------------------------
 
-    def _run_twice_at_most(self, jobs: list[Job]) -> list[ExecResult]:
-        """A worker that dies mid-run is not attributable yet: the job runs again on a fresh one."""
-        results: list[ExecResult | None] = [None] * len(jobs)
-        todo = list(range(len(jobs)))
-        for attempt in (1, 2):
-            chunks = [[("run", {"code": jobs[i].code, "stdin": jobs[i].stdin, "limits": asdict(jobs[i].limits),
-                                "library": dict(jobs[i].library)})]
-                      for i in todo]
-            outcomes = self._pool.map(chunks, [jobs[i].limits.wall_s + BACKSTOP_S for i in todo])
-            retry = []
-            for i, [outcome] in zip(todo, outcomes, strict=True):
-                if outcome.status == "died" and attempt == 1:
-                    retry.append(i)
-                else:
-                    results[i] = _exec_result(outcome)
-            todo = retry
-        return [r or ExecResult("infra", detail="lost") for r in results]
+    def _run_twice_at_most(self, jobs: Iterable[Job], taken: list[Job]) -> list[ExecResult]:
+        """A worker that dies mid-run is not attributable yet: the job runs again on a fresh one.
+        `taken` collects the jobs as the pool takes them."""
+
+        def chunks(todo: Iterable[Job]):
+            for job in todo:
+                yield [("run", {"code": job.code, "stdin": job.stdin, "limits": asdict(job.limits),
+                                "library": dict(job.library)})]
+
+        def limit(chunk: list[tuple]) -> float:
+            return chunk[0][1]["limits"]["wall_s"] + BACKSTOP_S
+
+        def taking():
+            for job in jobs:
+                taken.append(job)
+                yield job
+
+        outcomes = [outcome for [outcome] in self._pool.map(chunks(taking()), limit)]
+        retry = [i for i, outcome in enumerate(outcomes) if outcome.status == "died"]
+        if retry:
+            for i, [outcome] in zip(retry, self._pool.map(chunks(taken[i] for i in retry), limit), strict=True):
+                outcomes[i] = outcome
+        return [_exec_result(outcome) for outcome in outcomes]
 
     def _layer_report(self) -> dict | None:
         with self._lock:

@@ -20,7 +20,7 @@ from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
 from grpo_rewards.scorers.code_harness import (AssertSuite, StdioCase, compare_output, harness_program,
-                                               harness_reports, runtime_library)
+                                               harness_reports)
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -196,29 +196,41 @@ class CodeTests(Scorer):
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
-        jobs: list[Job] = []
-        pending: list[tuple[int, Any, Any, list[int]]] = []  # (sample, kind, payload, job indices)
-        for i, sample in enumerate(samples):
-            try:
-                prepared = self._prepare(sample)
-            except Exception as exc:  # noqa: BLE001 - one odd sample must not sink the batch
-                scores[i] = Score.unscorable(f"could not prepare the tests: {type(exc).__name__}: {exc}")
-                continue
-            if isinstance(prepared, Score):
-                scores[i] = prepared
-                continue
-            code, kind, payload, new_jobs = prepared
-            pending.append((i, kind, (code, payload), list(range(len(jobs), len(jobs) + len(new_jobs)))))
-            jobs.extend(new_jobs)
-        if jobs:
-            try:
-                ran = self.backend().run_many(jobs)
-            except Exception as exc:  # noqa: BLE001 - a broken backend is an infrastructure failure
-                ran = [ExecResult("infra", detail=f"sandbox backend failed: {type(exc).__name__}: {exc}")] * len(jobs)
-            for i, kind, (code, payload), idx in pending:
-                got = [ran[j] for j in idx]
-                tests = self._assert_verdicts(payload, got[0]) if kind == "assert" else self._stdio_verdicts(payload, got)
-                scores[i] = self._final(code, kind, tests, got)
+        pending: list[tuple[int, str, Any, Any, int]] = []  # (sample, code, kind, payload, its jobs)
+
+        def jobs():
+            """Prepared a sample at a time, as the backend takes them: preparing the next samples
+            overlaps the runs of the first ones."""
+            for i, sample in enumerate(samples):
+                try:
+                    prepared = self._prepare(sample)
+                except Exception as exc:  # noqa: BLE001 - one odd sample must not sink the batch
+                    scores[i] = Score.unscorable(f"could not prepare the tests: {type(exc).__name__}: {exc}")
+                    continue
+                if isinstance(prepared, Score):
+                    scores[i] = prepared
+                    continue
+                code, kind, payload, sample_jobs = prepared
+                pending.append((i, code, kind, payload, len(sample_jobs)))
+                yield from sample_jobs
+
+        made = jobs()
+        try:
+            backend = self.backend()
+            ran = backend.run_many(made if backend.lazy_jobs else list(made))
+            problem = "" if len(ran) == sum(n for *_, n in pending) else \
+                f"sandbox backend returned {len(ran)} results for {sum(n for *_, n in pending)} jobs"
+        except Exception as exc:  # noqa: BLE001 - a broken backend is an infrastructure failure
+            problem = f"sandbox backend failed: {type(exc).__name__}: {exc}"
+        if problem:
+            for _ in made:  # the samples not prepared when it failed
+                pass
+            ran = [ExecResult("infra", detail=problem)] * sum(n for *_, n in pending)
+        start = 0
+        for i, code, kind, payload, n in pending:
+            got, start = ran[start : start + n], start + n
+            tests = self._assert_verdicts(payload, got[0]) if kind == "assert" else self._stdio_verdicts(payload, got)
+            scores[i] = self._final(code, kind, tests, got)
         return [s if s is not None else Score.unscorable("internal: not scored") for s in scores]
 
     def _prepare(self, sample: Sample):
@@ -235,10 +247,9 @@ class CodeTests(Scorer):
         if parsed.assert_suite is not None:
             if self._bytecode is None:
                 self._bytecode = self._backend_is_local()
-            # The local sandbox (bytecode) also keeps the runtime decoded per worker: the job's library.
-            program, tag = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode,
-                                           library=self._bytecode)
-            library = runtime_library() if self._bytecode else ()
+            # The local sandbox (bytecode) also keeps the trusted parts decoded per worker: the job's library.
+            program, tag, library = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode,
+                                                    library=self._bytecode)
             job = Job(program, "", self._limits(p.timeout_s, harness=True), library)
             return code, "assert", (parsed.assert_suite, tag), [job]
         wall = min(p.per_test_timeout_s, p.timeout_s)

@@ -147,8 +147,8 @@ def _source_of(stmt: ast.stmt, lines: list[str]) -> str:
     content re-indenting would change)."""
     head = lines[stmt.lineno - 1][: stmt.col_offset]
     tail = lines[stmt.end_lineno - 1][stmt.end_col_offset:].strip()
-    multiline_str = any(isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno
-                        for n in _walk(stmt))
+    multiline_str = stmt.lineno != stmt.end_lineno and any(
+        isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno for n in _walk(stmt))
     if head.strip() or (tail and not tail.startswith("#")) or multiline_str:
         return ast.unparse(stmt)
     text = textwrap.dedent("\n".join(lines[stmt.lineno - 1 : stmt.end_lineno]))
@@ -193,10 +193,14 @@ class _Guard:
 
     One pass over `_fields` by hand rather than an ast.NodeTransformer, whose per-node
     dispatch made this most of the scorer's time on a cold prompt; new nodes get the location
-    of the node they replace (no fix_missing_locations walk over the whole tree)."""
+    of the node they replace (no fix_missing_locations walk over the whole tree). The same pass
+    collects the names the code binds (`bound`) and the builtin names it read (`read`): where
+    they meet, the caller runs it again with those names left alone."""
 
     def __init__(self, builtin_names: frozenset[str]) -> None:
         self.builtin_names = builtin_names
+        self.bound: set[str] = set()
+        self.read: set[str] = set()
 
     def visit(self, node: ast.AST) -> ast.AST:
         for field in node._fields:
@@ -212,9 +216,15 @@ class _Guard:
             return self._compare(node)
         if kind is ast.Assert:
             node.test = self._truth(node.test)
-        elif kind is ast.Name and type(node.ctx) is ast.Load and node.id in self.builtin_names:
-            return _located(ast.Subscript(_located(ast.Name("_grpo_b", ast.Load()), node),
-                                          _located(ast.Constant(node.id), node), ast.Load()), node)
+        elif kind is ast.Name:
+            if type(node.ctx) is not ast.Load:
+                self.bound.add(node.id)
+            elif node.id in self.builtin_names:
+                self.read.add(node.id)
+                return _located(ast.Subscript(_located(ast.Name("_grpo_b", ast.Load()), node),
+                                              _located(ast.Constant(node.id), node), ast.Load()), node)
+        elif kind in _BINDERS:
+            self.bound.update(_bound_by(node, kind))
         return node
 
     @staticmethod
@@ -242,31 +252,50 @@ def _call(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
     return _located(ast.Call(_located(ast.Name(name, ast.Load()), like), args, []), like)
 
 
-def _bound_names(trees: list[ast.AST]) -> set[str]:
-    """Names the reference's code binds (assignments, imports, defs): those are not builtins there."""
+_BINDERS = frozenset((ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.arg))
+
+
+def _bound_by(node: ast.AST, kind: type) -> tuple[str, ...] | list[str]:
+    """The names a def, class, import or argument node binds (kind in `_BINDERS`)."""
+    if kind is ast.arg:
+        return (node.arg,)
+    if kind is ast.Import or kind is ast.ImportFrom:
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    return (node.name,)
+
+
+def _bound_names(tree: ast.AST, imports: set[str]) -> set[str]:
+    """Names the reference's code binds (assignments, imports, defs): those are not builtins there.
+    Also collects into `imports` the top-level modules it imports (absolute imports only)."""
     out: set[str] = set()
-    for node in (n for tree in trees for n in _walk(tree)):
+    for node in _walk(tree):
         kind = type(node)
         if kind is ast.Name and type(node.ctx) is not ast.Load:
             out.add(node.id)
-        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            out.add(node.name)
-        elif kind in (ast.Import, ast.ImportFrom):
-            out.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif kind is ast.arg:
-            out.add(node.arg)
+        elif kind in _BINDERS:
+            out.update(_bound_by(node, kind))
+            if kind is ast.Import:
+                imports.update(a.name.split(".")[0] for a in node.names)
+            elif kind is ast.ImportFrom and node.module and not node.level:
+                imports.add(node.module.split(".")[0])
     return out
 
 
-def imported_modules(source: str) -> tuple[str, ...]:
-    """Top-level modules the reference's setup imports (the harness keeps them as they were)."""
+@functools.lru_cache(maxsize=1024)  # a group's completions share their reference
+def _module_facts(source: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(names bound, top-level modules imported) of the reference's setup or test module; both
+    empty when it does not parse (the sandbox then reports the syntax error)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return ()
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
-              and not n.level}
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset(), frozenset()
+    imports: set[str] = set()
+    return frozenset(_bound_names(tree, imports)), frozenset(imports)
+
+
+def imported_modules(*sources: str) -> tuple[str, ...]:
+    """Top-level modules the reference's setup and test module import (the harness keeps them as they were)."""
+    names = set().union(*(_module_facts(source)[1] for source in sources if source))
     # sys holds the program's own state (stdout, argv, path); builtins reach the tests as a copy.
     return tuple(sorted(names - {"solution", "sys", "builtins"}))
 
@@ -291,14 +320,23 @@ def _tests_source(suite: AssertSuite) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _guarded(source: str, filename: str, bound_elsewhere: set[str]) -> ast.Module | str:
-    """The guarded AST of `source`, or the syntax error's text (the sandbox then reports it)."""
-    try:
-        tree = ast.parse(source, filename)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    builtin_names = _BUILTIN_NAMES - _bound_names([tree]) - bound_elsewhere
-    return _Guard(builtin_names).visit(tree)
+def _guarded(source: str, filename: str, bound_elsewhere: frozenset[str], bound_here: frozenset[str] | None = None
+             ) -> ast.Module | str:
+    """The guarded AST of `source`, or the syntax error's text (the sandbox then reports it).
+    `bound_here`: the names `source` binds, when known; otherwise the guard finds them, and the
+    rare code that reads a builtin name it also binds is guarded again with that name left alone."""
+    names = _BUILTIN_NAMES - bound_elsewhere - (bound_here or frozenset())
+    for _ in range(2):
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        guard = _Guard(names)
+        tree = guard.visit(tree)
+        if bound_here is not None or not guard.read & guard.bound:
+            break
+        names = names - guard.bound
+    return tree
 
 
 @functools.lru_cache(maxsize=2048)  # the tests of one prompt serve its whole group
@@ -307,16 +345,13 @@ def _compiled_parts(tests_src: str, setup: str, pytest_module: str, bytecode: bo
     setup and the pytest-style module. Source is what remote backends run (and what the
     sandbox compiles when the bytecode cannot be made); bytecode is for the local sandbox, and
     then the guarded source is not written out (ast.unparse costs more than the compile)."""
-    try:
-        setup_bound = _bound_names([ast.parse(setup)]) if setup else set()
-    except (SyntaxError, ValueError):
-        setup_bound = set()
-    parts = {"tests.py": (tests_src, setup_bound), "setup.py": (setup, set())}
+    setup_bound = _module_facts(setup)[0] if setup else frozenset()
+    parts = {"tests.py": (tests_src, setup_bound, None), "setup.py": (setup, frozenset(), setup_bound)}
     if pytest_module:
-        parts["test_solution.py"] = (pytest_module, set())
+        parts["test_solution.py"] = (pytest_module, frozenset(), _module_facts(pytest_module)[0])
     out = {}
-    for name, (source, bound) in parts.items():
-        tree = _guarded(source, name, bound)
+    for name, (source, bound_elsewhere, bound_here) in parts.items():
+        tree = _guarded(source, name, bound_elsewhere, bound_here)
         if isinstance(tree, str):
             out[name] = (source, None)  # compiled (and its error reported) in the sandbox
             continue
@@ -344,9 +379,10 @@ _RUNTIME = {part: Path(__file__).with_name(name).read_text(encoding="utf-8")
 # the scorer: a child forked for one run compiles several times slower than a warm process, and
 # the tests of one prompt are compiled once for all the completions of its group. Other
 # backends get source. The candidate's code is always compiled inside the sandbox. Nothing is
-# bound at module level: the data reaches `_main` as an argument. With `library`, the runtime is
-# not in the program at all: it comes as the job's library (`runtime_library()`), which the local
-# sandbox decodes once per worker and hands over as `__library__` (taken out before anything runs).
+# bound at module level: the data reaches `_main` as an argument. With `library`, the program is
+# one line that runs the boot and passes the data: the boot, the runtime and the compiled tests
+# come as the job's library, which the local sandbox decodes in its warm worker (each part once
+# while it stays in use) and hands over as `__library__` (taken out before anything runs).
 _BOOT = '''\
 import base64 as _b64, json as _json, marshal as _marshal
 from importlib.util import MAGIC_NUMBER as _MAGIC
@@ -360,23 +396,24 @@ def _part(data, library, name):
     return compile(data["sources"][name], name, "exec", dont_inherit=True)
 
 
-def _boot(data):
+def _boot(text):
     library = globals().pop("__library__", {})
+    data = _json.loads(text)
     exec(_part(data, library, "harness.py"), globals())
     _main(data, lambda name: _part(data, library, name))
-
-
-_boot(_json.loads(%r))
 '''
+_BOOT_CALL = "_boot(%r)\n"
+_LIBRARY_BOOT = "exec(__library__['boot.py'])\n"
 
 
 def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: bool = False,
-                    library: bool = False) -> tuple[str, str]:
-    """(program, tag): the harness with the candidate, setup and tests embedded as JSON.
+                    library: bool = False) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """(program, tag, library): the harness with the candidate, setup and tests embedded as JSON.
 
     `bytecode`: ship the trusted parts compiled (only for a sandbox running this very
     interpreter, as the local one does); otherwise as source, for any Python 3. `library`
-    (with `bytecode`): leave the runtime out; the job must carry `runtime_library()`."""
+    (with `bytecode`): the trusted parts leave the program for the returned library, which the
+    job must carry (`Job.library`); otherwise the library is empty."""
     tag = "@@grpo-" + secrets.token_hex(8) + "@@"
     parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "", bytecode)
     sources = {**_RUNTIME, **{name: src for name, (src, _) in parts.items()}}
@@ -384,26 +421,32 @@ def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: 
     if bytecode:
         compiled = {**_runtime_bytecode(), **{name: b for name, (_, b) in parts.items() if b}}
         sources = {name: src for name, src in sources.items() if name not in compiled}
-        if library:
-            compiled = {name: b for name, b in compiled.items() if name not in _RUNTIME}
+    shipped: tuple[tuple[str, str], ...] = ()
+    if bytecode and library:
+        shipped, compiled = tuple(sorted({**compiled, "boot.py": _runtime_bytecode("boot")["boot.py"]}.items())), {}
     data = {"tag": tag, "code": code, "limit": per_test_s, "entry_point": suite.entry_point if suite.param else None,
             "module": "solution" if suite.pytest_module else "__main__", "ntests": len(suite.tests),
             "has_setup": bool(suite.setup.strip()), "pytest": bool(suite.pytest_module),
-            "modules": imported_modules(suite.setup + "\n" + (suite.pytest_module or "")),
+            "modules": imported_modules(suite.setup, suite.pytest_module or ""),
             "magic": importlib.util.MAGIC_NUMBER.hex(), "compiled": compiled, "sources": sources}
-    return _BOOT % json.dumps(data), tag
+    call = _BOOT_CALL % json.dumps(data)
+    if shipped:
+        return _LIBRARY_BOOT + call, tag, shipped
+    return _BOOT + call, tag, ()
 
 
-@functools.lru_cache(maxsize=1)
-def _runtime_bytecode() -> dict[str, str | None]:
-    # Without docstrings (optimize=2; the harness has no asserts): the program is shipped and
-    # decoded once per run, and its size is most of that.
-    return {part: _marshal(source, part, optimize=2) for part, source in _RUNTIME.items()}
+@functools.lru_cache(maxsize=2)
+def _runtime_bytecode(which: str = "runtime") -> dict[str, str | None]:
+    """The runtime's parts (or, `which="boot"`, the boot) compiled. Without docstrings
+    (optimize=2; the harness has no asserts): a program without a library carries them."""
+    parts = _RUNTIME if which == "runtime" else {"boot.py": _BOOT}
+    return {part: _marshal(source, part, optimize=2) for part, source in parts.items()}
 
 
-def runtime_library() -> tuple[tuple[str, str], ...]:
-    """The harness runtime as a sandbox job's library (see `harness_program(..., library=True)`)."""
-    return tuple(sorted(_runtime_bytecode().items()))
+def clear_caches() -> None:
+    """Forget every reference prepared so far (benchmarks measure the cold path with it)."""
+    for cached in (split_check, _module_facts, _compiled_parts):
+        cached.cache_clear()
 
 
 def harness_reports(stdout: str, tag: str) -> list[dict]:
