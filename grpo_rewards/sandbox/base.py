@@ -54,6 +54,9 @@ class Job:
     # marshalled bytecode of this interpreter). Only the local sandbox takes it (loaded once per
     # worker, handed to the program as `__library__`, name -> code object); others ignore it.
     library: tuple[tuple[str, str], ...] = ()
+    # Library parts the worker runs once, in this order, each in a namespace of its own, handing
+    # the program that namespace instead of the code object (see the local sandbox's executor).
+    warm: tuple[str, ...] = ()
 
 
 class SandboxBackend(ABC):

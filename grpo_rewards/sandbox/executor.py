@@ -22,6 +22,7 @@ this (forked) interpreter. The worker enforces the wall clock and the output cap
 from __future__ import annotations
 
 import base64
+import builtins
 import errno
 import marshal
 import os
@@ -62,7 +63,7 @@ class Executor:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         self.per_run: set[str] = set()
         self.leftover = ""
-        self.library: dict[str, object] = {}  # base64 bytecode -> its code object
+        self.library: dict = {}  # base64 bytecode -> its code object; ("warm", blobs) -> a namespace
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
@@ -206,7 +207,7 @@ class Executor:
         limits = runner.parse_limits(job.get("limits") or {})
         pidns = "pid_namespace" in self.per_run or probe
         try:
-            library = self._library(job.get("library") or {})
+            library = self._library(job.get("library") or {}, job.get("warm") or ())
         except (ValueError, TypeError, EOFError) as exc:
             return runner.result("infra", detail=f"the job's library does not load: {exc}", started=started)
         try:
@@ -240,18 +241,30 @@ class Executor:
                 runner.close_quietly(fd)
             self.leftover = workdir  # removed by cleanup(), after the reply has gone out
 
-    def _library(self, parts: dict[str, str]) -> dict[str, object]:
+    def _library(self, parts: dict[str, str], warm: tuple[str, ...] = ()) -> dict[str, object]:
         """name -> code object, each decoded once here in the warm worker: a child forked per run
-        would pay the decoding again every time (mostly page faults)."""
-        out = {}
+        would pay the decoding again every time (mostly page faults). The parts named in `warm`
+        are run here, once, in that order, each in a namespace of its own (a copy of the
+        builtins; `__warm__`: the namespaces of the warm parts before it), and given as that
+        namespace: a child would pay for making their functions and classes on every run."""
+        out: dict[str, object] = {}
         for name, blob in parts.items():
-            code = self.library.pop(blob, None)  # re-inserted: the dict's order is the LRU's
-            if code is None:
-                code = marshal.loads(base64.b64decode(blob))
-                if len(self.library) >= LIBRARY_KEEP:
-                    del self.library[next(iter(self.library))]
-            out[name] = self.library[blob] = code
+            out[name] = self._cached(blob, lambda: marshal.loads(base64.b64decode(blob)))
+        before: dict[str, dict] = {}
+        key = ""
+        for name in warm:
+            key += parts[name]  # a namespace depends on the parts warmed before it
+            before[name] = out[name] = self._cached(("warm", key), lambda: _warm_namespace(out[name], name, before))
         return out
+
+    def _cached(self, key, make):
+        value = self.library.pop(key, None)  # re-inserted: the dict's order is the LRU's
+        if value is None:
+            value = make()
+            if len(self.library) >= LIBRARY_KEEP:
+                del self.library[next(iter(self.library))]
+        self.library[key] = value
+        return value
 
     def cleanup(self) -> None:
         if self.leftover:
@@ -413,6 +426,14 @@ class Executor:
                 pass
         if "pid_namespace" not in self.per_run and self.uid is not None:
             self._sweep_uid()
+
+
+def _warm_namespace(code, name: str, before: dict[str, dict]) -> dict:
+    namespace = {"__name__": name.removesuffix(".py"), "__builtins__": dict(builtins.__dict__),
+                 "__warm__": dict(before)}
+    exec(code, namespace)  # noqa: S102 - the job's library is the scorer's own trusted code
+    namespace.pop("__warm__", None)
+    return namespace
 
 
 _executor: Executor | None = None

@@ -19,8 +19,8 @@ from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
-from grpo_rewards.scorers.code_harness import (AssertSuite, StdioCase, compare_output, harness_program,
-                                               harness_reports)
+from grpo_rewards.scorers.code_harness import (WARM_PARTS, AssertSuite, StdioCase, compare_output,
+                                               harness_program, harness_reports)
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -250,7 +250,7 @@ class CodeTests(Scorer):
             # The local sandbox (bytecode) also keeps the trusted parts decoded per worker: the job's library.
             program, tag, library = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode,
                                                     library=self._bytecode)
-            job = Job(program, "", self._limits(p.timeout_s, harness=True), library)
+            job = Job(program, "", self._limits(p.timeout_s, harness=True), library, WARM_PARTS if library else ())
             return code, "assert", (parsed.assert_suite, tag), [job]
         wall = min(p.per_test_timeout_s, p.timeout_s)
         return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]

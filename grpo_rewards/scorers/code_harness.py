@@ -399,10 +399,15 @@ def _part(data, library, name):
 def _boot(text):
     library = globals().pop("__library__", {})
     data = _json.loads(text)
-    exec(_part(data, library, "harness.py"), globals())
-    _main(data, lambda name: _part(data, library, name))
+    harness = _part(data, library, "harness.py")
+    if type(harness) is not dict:  # not made by the worker (a warm part): made here
+        exec(harness, globals())
+        harness = globals()
+    harness["_main"](data, lambda name: _part(data, library, name))
 '''
 _BOOT_CALL = "_boot(%r)\n"
+# The library parts the local sandbox's worker runs once and keeps made (`Job.warm`), in order.
+WARM_PARTS = ("thread.py", "harness.py")
 _LIBRARY_BOOT = "exec(__library__['boot.py'])\n"
 
 

@@ -142,6 +142,10 @@ def _collect_trusted(objects):
         todo.extend(c for c in code.co_consts if _type(c) is _type(code))
 
 
+def _definitions(*namespaces):
+    return [f for ns in namespaces for f in ns.values() if _type(f) in (_FunctionType, type)]
+
+
 def _collect_from_class(cls):
     for value in _tp_dict(cls).values():
         if _type(value) is _FunctionType:
@@ -189,8 +193,10 @@ def _main(data, load):
         except _BaseException:
             continue
         modules[name] = (mod, dict(mod.__dict__))
-    side = {"__builtins__": dict(_bi.__dict__), "__name__": "grpo_harness_thread"}  # builtins as they are now
-    exec(load("thread.py"), side)
+    side = load("thread.py")
+    if _type(side) is not dict:  # not made by the worker (see _WARM_SIDE): made here
+        code, side = side, {"__builtins__": dict(_bi.__dict__), "__name__": "grpo_harness_thread"}
+        exec(code, side)  # builtins as they are now
     scratch = {"__builtins__": _bi}
     exec(load("tests.py"), scratch)
     tests_code = scratch["_grpo_tests"].__code__
@@ -204,8 +210,7 @@ def _main(data, load):
                           tests_module=load("test_solution.py") if data["pytest"] else None)
     exit_function = side["_make_exit"](tag, out, tests_code)
     side["_finished"].acquire()
-    _collect_trusted([f for f in globals().values() if _type(f) in (_FunctionType, type)] + [report, exit_function]
-                     + [f for f in side.values() if _type(f) in (_FunctionType, type)])
+    _collect_trusted([report, exit_function] + ([] if side is _WARM_SIDE else _definitions(globals(), side)))
     _sys.addaudithook(_audit)
     tid = _thread.start_new_thread(tests, (side["_Case"], side["_load_program"], side["_cmp"], side["_truth"],
                                            side["_call"], pristine, side["_run_pytest_item"]))
@@ -241,3 +246,11 @@ def _wait(tid, ntests, limit, side, report):
                 report(test=index, status="timeout", detail="over %g s; later tests did not run" % limit)
         report(done=True)
         _os._exit(0)
+
+
+# Made in the local sandbox's worker, once (its executor's warm library parts): this part, then
+# with the program thread's part given in `__warm__`, so both parts' functions and what is
+# trusted of them exist before any run; each run's child has them as they were made.
+_WARM_SIDE = globals().get("__warm__", {}).get("thread.py")
+if _WARM_SIDE is not None:
+    _collect_trusted(_definitions(globals(), _WARM_SIDE))
