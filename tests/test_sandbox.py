@@ -139,6 +139,26 @@ def test_a_jobs_library_reaches_the_program_as_code_objects(sandbox):
     assert bad.status == "infra" and "library" in bad.detail
 
 
+def test_warm_library_parts_are_made_once_in_the_worker_and_each_run_gets_them_as_made(sandbox):
+    """`Job.warm`: the worker runs those parts once, in order (a later one sees the earlier ones in
+    `__warm__`), and each run gets the namespace as the worker made it: not the run's own
+    process, and not what an earlier run did to it."""
+    import base64
+    import marshal
+
+    def part(source: str, name: str) -> str:
+        return base64.b64encode(marshal.dumps(compile(source, name, "exec"))).decode()
+
+    library = (("a.py", part("import os\nMADE_IN = os.getpid()\nSEEN = []", "a.py")),
+               ("b.py", part("FIRST = __warm__['a.py']", "b.py")))
+    use = ("import os\na, b = __library__['a.py'], __library__['b.py']\na['SEEN'].append(1)\n"
+           "print(a['MADE_IN'] != os.getpid(), a['MADE_IN'], len(a['SEEN']), b['FIRST'] is a, '__warm__' in b)")
+    runs = sandbox.run_many([Job(use, "", SAFE, library, ("a.py", "b.py")) for _ in range(3)])
+    lines = [r.stdout.split() for r in runs]
+    assert all(line[0] == "True" and line[2:] == ["1", "True", "False"] for line in lines), runs[0].stderr
+    assert len({line[1] for line in lines}) <= 2  # made once per worker (two workers), not per run
+
+
 def test_inherited_objects_are_frozen_but_the_programs_garbage_is_collected(sandbox):
     """The child freezes what it inherits (no copy-on-write by the collector); the program's own
     cycles are still collected."""

@@ -195,7 +195,7 @@ def _main(data, load):
         modules[name] = (mod, dict(mod.__dict__))
     side = load("thread.py")
     if _type(side) is not dict:  # not made by the worker (see _WARM_SIDE): made here
-        code, side = side, {"__builtins__": dict(_bi.__dict__), "__name__": "grpo_harness_thread"}
+        code, side = side, {"__builtins__": dict(_bi.__dict__), "__name__": "thread"}
         exec(code, side)  # builtins as they are now
     scratch = {"__builtins__": _bi}
     exec(load("tests.py"), scratch)
