@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from grpo_core import native
-from grpo_core.llama import CausalLM, attention
+from grpo_core.llama import CausalLM, attention, is_silu
 from grpo_core.lora import has_adapter, inner_model, linear_weights, mergeable
 
 SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
@@ -176,7 +176,7 @@ class _Layer:
         qk_norms = ([_plain_rms_norm(attn.q_norm), _plain_rms_norm(attn.k_norm)] if self.q_norm is not None
                     else [(None, 0.0)] * 2)
         act = getattr(layer.mlp, "act_fn", None)
-        silu = act is F.silu or type(act).__name__ in ("SiLU", "SiLUActivation")
+        silu = is_silu(act)
         covered = (None not in norms + qk_norms and norms[0][1] == norms[1][1] and qk_norms[0][1] == qk_norms[1][1]
                    and self.gate_up is not None and self.down is not None and silu and self.head_dim % 2 == 0
                    and attn.q_proj.weight.device.type == "cpu")

@@ -206,8 +206,9 @@ def _linear_in_grads(grad: torch.Tensor, x: torch.Tensor | None, weight: torch.T
     return grad_x, grad_w, grad_b
 
 
-class _LowPrecisionLinear(torch.autograd.Function):
-    """F.linear in `dtype` that keeps the float32 weight for backward and casts it again there.
+class LowPrecisionLinear(torch.autograd.Function):
+    """F.linear in `dtype` that keeps the float32 weight for backward and casts it again there
+    (and the input only when the weight trains).
 
     Autocast's own linear saves its low-precision copy of every weight until the backward: half
     the model's size in extra memory. The ops, forward and backward, are the ones autocast runs.
@@ -217,7 +218,7 @@ class _LowPrecisionLinear(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 dtype: torch.dtype) -> torch.Tensor:
         x = x.to(dtype)
-        ctx.save_for_backward(x, weight)
+        ctx.save_for_backward(x if weight.requires_grad else None, weight)  # x: only for the weight's gradient
         ctx.dtype, ctx.bias_dtype = dtype, None if bias is None else bias.dtype
         return _linear_in(x, weight, bias, dtype)
 
@@ -229,13 +230,13 @@ class _LowPrecisionLinear(torch.autograd.Function):
 
 class Linear(nn.Linear):
     """nn.Linear (same parameters and state dict) whose trainable weights, under autocast, are not
-    kept in a second, low-precision copy for the backward (see `_LowPrecisionLinear`)."""
+    kept in a second, low-precision copy for the backward (see `LowPrecisionLinear`)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         device = x.device.type
         if torch.is_autocast_enabled(device) and self.weight.requires_grad and torch.is_grad_enabled():
             with torch.autocast(device, enabled=False):
-                return _LowPrecisionLinear.apply(x, self.weight, self.bias, torch.get_autocast_dtype(device))
+                return LowPrecisionLinear.apply(x, self.weight, self.bias, torch.get_autocast_dtype(device))
         return super().forward(x)
 
 
@@ -268,6 +269,27 @@ class SwiGLUDown(torch.autograd.Function):
         grad_gate = torch.ops.aten.silu_backward(grad_product * up, gate) if needs[0] else None
         grad_up = grad_product * silu if needs[1] else None
         return grad_gate, grad_up, grad_w, grad_b, None
+
+
+class SwiGLU(torch.autograd.Function):
+    """`silu(gate) * up`, saving gate and up only (autograd would keep silu(gate) too), for an MLP
+    whose down projection is not ours to fuse (a LoRA layer, see grpo_core.lora). The backward
+    recomputes silu(gate) with the forward's op and runs autograd's ops: bitwise its gradients."""
+
+    @staticmethod
+    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(gate, up)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gate, up = ctx.saved_tensors
+        return torch.ops.aten.silu_backward(grad * up, gate), grad * F.silu(gate)
+
+
+def is_silu(act: Any) -> bool:
+    """Whether an MLP's activation (transformers' or torch's) is SiLU."""
+    return act is F.silu or type(act).__name__ in ("SiLU", "SiLUActivation")
 
 
 class RotaryEmbedding(nn.Module):

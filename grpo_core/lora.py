@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_core.hub import save_model_dir
+from grpo_core.llama import LowPrecisionLinear, SwiGLU, is_silu
 from grpo_rewards.fileio import atomic_directory
 
 
@@ -64,7 +66,80 @@ def apply_lora(
         target_modules=target_modules,
         bias="none",
     )
-    return get_peft_model(model, config)
+    model = get_peft_model(model, config)
+    for layer in _adapter_layers(model):
+        if _lean_eligible(layer):
+            layer.forward = types.MethodType(_lean_forward, layer)
+    for mlp in model.modules():
+        if all(hasattr(mlp, name) for name in ("gate_proj", "up_proj", "down_proj")) and is_silu(getattr(mlp, "act_fn", None)):
+            mlp.forward = types.MethodType(_lean_mlp_forward, mlp)
+    return model
+
+
+def _lean_eligible(layer: Any) -> bool:
+    from peft.tuners.lora import Linear  # only with LoRA (see apply_lora)
+
+    return type(layer) is Linear and not layer.lora_variant and not any(layer.lora_bias.values()) \
+        and not layer.fan_in_fan_out
+
+
+class _SharedCast(torch.autograd.Function):
+    """One consumer's view of `cast` (x in the autocast dtype, made once): the consumers share its
+    storage, while each one's gradient reaches x in x's dtype, summed there as with autocast's
+    own per-consumer casts (not in bf16 at a shared node)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, cast: torch.Tensor) -> torch.Tensor:
+        ctx.dtype = x.dtype
+        return cast.view_as(cast)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad.to(ctx.dtype), None
+
+
+def _autocast_input(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`x` in `dtype`, cast once per tensor: q, k and v (gate and up) read the same input, and
+    autocast would keep one copy of it per projection for the adapter's backward."""
+    if x.dtype == dtype:
+        return x  # autocast makes no copy either
+    cached = getattr(x, "_grpo_autocast", None)
+    if cached is None or cached[0] != x._version or cached[1].dtype != dtype:
+        with torch.no_grad():
+            cached = (x._version, x.to(dtype))
+        x._grpo_autocast = cached  # lives as long as x, which the graph does not keep
+    return _SharedCast.apply(x, cached[1])
+
+
+def _lean_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """A plain LoRA layer's training forward under autocast, as peft computes it (the base product,
+    plus scale * B(A(dropout(x))) per active adapter, in the autocast dtype) but holding less for the
+    backward: the frozen weight instead of its cast copy (grpo_core.llama's `LowPrecisionLinear`),
+    one cast input shared by the projections that read it (where there is no dropout). Anything else goes through peft's own forward."""
+    device = x.device.type
+    base = self.get_base_layer()
+    if (args or kwargs or self.disable_adapters or self.merged or self.lora_variant or not torch.is_grad_enabled()
+            or not torch.is_autocast_enabled(device) or base.weight.requires_grad):
+        return type(self).forward(self, x, *args, **kwargs)
+    dtype = torch.get_autocast_dtype(device)
+    # The frozen weight kept, not autocast's copy (the input it saves is the adapter's own)
+    result = LowPrecisionLinear.apply(_autocast_input(x, dtype), base.weight, base.bias, dtype)
+    for name in self.active_adapters:
+        if name not in self.lora_A.keys():
+            continue
+        dropout = self.lora_dropout[name]
+        # peft: dropout before the cast
+        inner = _autocast_input(x, dtype) if isinstance(dropout, torch.nn.Identity) else dropout(x)
+        result = result + self.lora_B[name](self.lora_A[name](inner)) * self.scaling[name]
+    return result
+
+
+def _lean_mlp_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """A gated MLP's forward, `down(silu(gate(x)) * up(x))`, keeping gate and up but not silu(gate)
+    for the backward (grpo_core.llama's `SwiGLU`: bitwise the same values and gradients)."""
+    if not torch.is_grad_enabled():
+        return type(self).forward(self, x)
+    return self.down_proj(SwiGLU.apply(self.gate_proj(x), self.up_proj(x)))
 
 
 def apply_lora_settings(model: Any, settings: LoraSettings) -> Any:

@@ -309,3 +309,70 @@ def test_example_config_saves_the_adapter_alone(tiny_dir, tmp_path):
     # `merge_on_save: true` (or `save: merged`) gives a plain model directory instead
     merged = Trainer(load_config(example, [*overrides, "lora.save=merged"])).save_final(tmp_path / "merged")
     assert not is_adapter_dir(merged) and (merged / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_lean_training_forward_gives_peft_s_values_and_gradients_and_keeps_less(tiny_dir, batch, dropout):
+    """Under bf16 autocast the adapter layers' own training forward (frozen weights kept, not their
+    cast copies; one cast input per tensor) and the MLPs' (silu(gate) not kept) compute what peft's
+    and transformers' forwards compute, bit for bit, and the autograd graph holds at least the
+    base weights' bf16 size less."""
+
+    def run(lean):
+        torch.manual_seed(0)
+        model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=dropout)
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                torch.nn.init.normal_(p, std=0.1)  # so that the adapter path carries gradient into A
+        patched = [m for m in model.modules() if "forward" in vars(m)]
+        layers = [m for m in patched if hasattr(m, "get_base_layer")]
+        assert len(layers) == 7 * 2 and len(patched) == len(layers) + 2  # every projection, and the MLPs
+        if not lean:
+            for module in patched:
+                del module.forward  # peft's and transformers' own
+        saved = {}
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+        def pack(t):  # what the graph holds beyond the parameters themselves
+            if t.untyped_storage().data_ptr() not in params:
+                saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        model.train()
+        torch.manual_seed(1)  # the same dropout masks in both
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", torch.bfloat16):
+            loss = model(**batch, labels=batch["input_ids"]).loss
+        loss.backward()
+        grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+        frozen_bf16 = sum(m.get_base_layer().weight.numel() * 2 for m in layers)
+        return loss.detach(), grads, sum(saved.values()), frozen_bf16
+
+    lean_loss, lean_grads, lean_saved, frozen_bf16 = run(True)
+    peft_loss, peft_grads, peft_saved, _ = run(False)
+    assert torch.equal(lean_loss, peft_loss)
+    assert lean_grads.keys() == peft_grads.keys() and lean_grads
+    for name in lean_grads:
+        assert torch.equal(lean_grads[name], peft_grads[name]), name
+    assert peft_saved - lean_saved >= frozen_bf16
+
+
+def test_lean_forward_leaves_inference_and_the_reference_to_peft(tiny_dir, batch):
+    """Without grad (generation, the reference) the layers run peft's own forward: the same logits."""
+    torch.manual_seed(0)
+    model = apply_lora(load_base(tiny_dir), r=4, alpha=8, dropout=0.0)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.1)
+
+    def outputs():
+        with torch.autocast("cpu", torch.bfloat16):
+            with reference_mode(model) as ref:
+                reference = ref(**batch).logits
+            return reference, logits_of(model, batch)
+
+    lean = outputs()
+    for layer in [m for m in model.modules() if "forward" in vars(m)]:
+        del layer.forward
+    assert all(torch.equal(a, b) for a, b in zip(lean, outputs()))
+    with torch.autocast("cpu", torch.bfloat16):
+        assert torch.equal(lean[0], logits_of(load_base(tiny_dir), batch))  # the reference is the base
