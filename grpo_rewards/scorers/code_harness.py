@@ -231,7 +231,7 @@ class _Guard:
     def _compare(node: ast.Compare) -> ast.AST:
         if len(node.ops) != 1 or type(node.ops[0]) not in _OPS:
             return node
-        return _call("_grpo_cmp", [_located(ast.Constant(_OPS[type(node.ops[0])]), node), node.left,
+        return _call_node("_grpo_cmp", [_located(ast.Constant(_OPS[type(node.ops[0])]), node), node.left,
                                    node.comparators[0]], node)
 
     def _truth(self, test: ast.expr) -> ast.expr:
@@ -241,14 +241,14 @@ class _Guard:
             return _located(ast.UnaryOp(ast.Not(), self._truth(test.operand)), test)
         if isinstance(test, ast.BoolOp):
             return _located(ast.BoolOp(test.op, [self._truth(v) for v in test.values]), test)
-        return _call("_grpo_truth", [test], test)
+        return _call_node("_grpo_truth", [test], test)
 
 
 def _located(node: ast.AST, like: ast.AST) -> ast.AST:
     return ast.copy_location(node, like)
 
 
-def _call(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
+def _call_node(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
     return _located(ast.Call(_located(ast.Name(name, ast.Load()), like), args, []), like)
 
 
