@@ -64,7 +64,9 @@ def test_resume_continues_a_finished_run_when_max_steps_is_raised(tmp_path, caps
 def test_ctrl_c_during_generate_exits_130_without_a_traceback_or_output(tmp_path):
     model = build_tiny_llama(tmp_path / "tiny")
     data = tmp_path / "prompts.jsonl"
-    data.write_text("".join(json.dumps({"prompt": f"count {i}"}) + "\n" for i in range(64)))
+    # Enough work to outlast the sleep on a fast machine: the tiny model's 256 positions cap each
+    # completion, so 64 prompts were done in under 6 s once; 2,000 take over a minute.
+    data.write_text("".join(json.dumps({"prompt": f"count {i}"}) + "\n" for i in range(2000)))
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen(
         [script("grpo-train"), "generate", "--model", str(model), "--data", str(data), "--output", str(out),
