@@ -37,7 +37,7 @@ _SPACING = re.compile(
     r"|[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _THOUSANDS_GAP = re.compile(r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")  # 12\,000, 12,\!000
 _BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")  # 12{,}000
-_COMMA_GROUPS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?![\d,]|\.\d)|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
+_COMMA_GROUPS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?!\d|,\d|\.\d)|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\textdegree(?![A-Za-z])")
 _PERCENT = re.compile(r"\\?%|\\percent(?![A-Za-z])")
 _CURRENCY = re.compile(r"\\\$|\\(?:euro|pounds|yen|textdollar|textsterling|texteuro)(?![A-Za-z])|[€£¥₹₩₽]")
@@ -183,13 +183,16 @@ def _split_value(text: str, numeric_gold: bool) -> tuple[str, str, str]:
         if _is_word(m.group(0)) or (numeric_gold and _PLAIN_NUMBER.fullmatch(rest[: m.start()])):
             end = m.start()
             break
-    gap = _NUMBER_GAP.search(rest, 0, end)  # `5 6`: two numbers side by side are two values
-    end = gap.start() if gap else end
+    for gap in _NUMBER_GAP.finditer(rest, 0, end):  # `5 6`: two numbers side by side are two values
+        mixed = re.search(r"(?:^|[^/\d.])\d+$", rest[: gap.start()]) and re.match(r"\d+\s*/\s*\d", rest[gap.end() :])
+        if not mixed:  # `3 1/2` is one number
+            end = gap.start()
+            break
     return " ".join(words_before), rest[:end].strip().lstrip(":=").rstrip(" .:=").strip(), rest[end:].strip()
 
 
 _PLAIN_NUMBER = re.compile(r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
-_NUMBER_GAP = re.compile(r"(?<=\d)\s+(?=-?\d)(?!\d+\s*/\s*\d)")
+_NUMBER_GAP = re.compile(r"(?<=\d)\s+(?=-?\d)")
 
 
 def _top_clauses(text: str) -> list[tuple[str, str]]:
@@ -289,7 +292,7 @@ def _text_reading(clauses: list[tuple[str, str]]) -> Reading:
             current = []
         else:
             current.append(token)
-    parts = [p for p in [*parts, " ".join(current)] if p.strip(" .")]
+    parts = [p for p in [*parts, " ".join(current)] if p.strip(" .")] or [clauses[0][1]]  # `o` alone is a value
     more = [c.strip() for _, c in clauses[1:2] if c.strip() and len(c.split()) <= 2]  # `odd, even`
     if not parts:
         return Reading(None)

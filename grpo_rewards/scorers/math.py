@@ -205,7 +205,7 @@ class MathAccuracy(Scorer):
                                "gold": gold})
         info.update(extracted=reading.head[:500], method=method, gold=gold)
         if kind.several or self.params.allow_several_values:  # math-verify reads the whole region
-            return self._want(gold, answer.normalise(region.text), method, info, wanted, i)
+            return self._want(gold, answer.normalise(region.text).rstrip(" ."), method, info, wanted, i)
         checked, problem = _single_value_check(reading)
         if reading.text and not problem:
             checked = region.text  # a text answer: as written (`\\text{odd}`), for math-verify
