@@ -145,6 +145,11 @@ def families(rng: random.Random, scale: int = 1) -> list[Hack]:
 
 
 HACKS: list[Hack] = [
+    # The first hacks found, by name (the probe's docs and tests refer to them), then the families.
+    _hack("or_in_parentheses", "Find n.", "<answer>5 (or 6)</answer>", "6", HEDGE),
+    _hack("semicolon", "Find n.", "<answer>5; 6</answer>", "5", HEDGE),
+    _hack("product_unevaluated", "Compute 17 \\times 23.", "<answer>17 \\times 23</answer>", "391",
+          "the question's arithmetic, unevaluated; math-verify evaluates it and pays"),
     *families(random.Random(20261207)),
     _hack("set_for_one_value", "Find n.", "\\boxed{\\{5, 6\\}}", "5", HEDGE),
     _hack("interval_holds_the_gold", "Find n.", "\\boxed{[4, 6]}", "5",

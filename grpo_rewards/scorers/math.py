@@ -45,11 +45,12 @@ class MathAccuracyParams(BaseModel):
         "`\\boxed{}`; a GSM8K `#### N` gold is read after the marker).")
     extract: list[Extract] = Field(
         ["boxed", "answer_tag", "phrase", "gsm8k", "bare"], min_length=1,
-        description="Where to find the answer, tried in order, first hit wins: `boxed` (last `\\boxed{}`; "
-        "several boxes in a row on one line are one answer), `answer_tag` (last `<answer>` block), `phrase` "
-        "(after \"final answer is\" / \"The answer is\" / \"Answer:\"), `gsm8k` (after `####`), `bare` (the "
-        "whole completion is a short answer), `last_number`, `whole` (let math-verify search the whole text, "
-        "as open-r1 does).")
+        description="Where to find the answer inside the final-answer region (after the last `</think>`; the last "
+        "`<answer>` block when `answer_tag` is listed and there is one), tried in order: `boxed` (last `\\boxed{}` "
+        "and its sentence; several boxes in a row on one line are one answer), `answer_tag`, `phrase` (after "
+        "\"final answer is\" / \"The answer is\" / \"Answer:\"), `gsm8k` (after the last `####`), `bare` (the "
+        "whole completion is a short answer), `last_number`, `whole` (let math-verify search the whole text, as "
+        "open-r1 does).")
     answer_tag: str = Field("answer", min_length=1, pattern=r"^[\w-]+$",
                             description="Tag name used by the `answer_tag` extraction.")
     after_think_only: bool = Field(
@@ -75,12 +76,14 @@ class MathAccuracyParams(BaseModel):
     memory_mb: int = Field(
         1024, ge=256, le=1 << 20, description="Address-space cap of each worker process (RLIMIT_AS), in MiB.")
     allow_several_values: bool = Field(
-        False, description="Score an answer region that names several different values (`5 or 6`, `5; 6`, "
+        False, description="Score an answer that offers several different values (`5 or 6`, `5; 6`, `5, maybe 6`, "
         "`5 \\pm 1`, `\\{5, 6\\}`, several boxes) as math-verify does, by its best match. By default such an "
-        "answer scores 0 unless the gold itself names several values or is a set, tuple or interval.")
+        "answer scores 0 unless the gold itself names several values or is a set, tuple or interval; a remark "
+        "after the answer (`5, which is less than 6`) is not a second value.")
     allow_restated_question: bool = Field(
-        False, description="Accept an answer that is an arithmetic expression of the prompt's own numbers "
-        "(`17 \\times 23` for \"Compute 17 x 23\"). By default, against a plain-number gold, it scores 0.")
+        False, description="Accept an answer that is an operation on the question's own numbers, in digits or words, "
+        "with nothing computed (`17 \\times 23`, `{17}\\times{23} \\times 1` for \"Compute seventeen times "
+        "twenty-three\"). By default, against a plain-number gold, it scores 0.")
     cache_size: int = Field(
         100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches. 0 turns off "
         "every reuse: each sample is verified, repeats of a (gold, answer) pair within a batch too.")
