@@ -207,16 +207,18 @@ class MathAccuracy(Scorer):
             return Score(0.0, {"reason": "no answer found (no value in the region read by " + method + ")",
                                "gold": gold})
         info.update(extracted=reading.head[:500], method=method, gold=gold)
-        if kind.several or self.params.allow_several_values:  # math-verify reads the whole region
-            return self._want(gold, answer.normalise(region.text).rstrip(" ."), method, info, wanted, i)
-        checked, problem = _single_value_check(reading)
-        if reading.text and not problem:
-            checked = region.text  # a text answer: as written (`\\text{odd}`), for math-verify
-        if problem:
-            return Score(0.0, {**info, "reason": problem, "candidates": reading.candidates})
         if (kind.numeric and not self.params.allow_restated_question
                 and answer.restates(reading.head, _prompt_numbers(_safe_prompt(sample)))):
             return Score(0.0, {**info, "reason": "the answer restates the question's numbers"})
+        if kind.several:  # math-verify reads the whole region
+            return self._want(gold, answer.normalise(region.text).rstrip(" ."), method, info, wanted, i)
+        if self.params.allow_several_values and len(reading.candidates) > 1:  # math-verify's any-match
+            return self._want(gold, tuple(reading.candidates), "any", info, wanted, i)
+        checked, problem = _single_value_check(reading)
+        if reading.text and not problem:
+            checked = region.text.strip().rstrip(" .")  # a text answer as written (`\text{odd}`)
+        if problem:
+            return Score(0.0, {**info, "reason": problem, "candidates": reading.candidates})
         return self._want(gold, checked, method, info, wanted, i)
 
     @staticmethod
@@ -225,7 +227,8 @@ class MathAccuracy(Scorer):
         info.setdefault("extracted", checked[:500] if isinstance(checked, str) else checked[0][:500])
         info.setdefault("method", method)
         info.setdefault("gold", gold)
-        wanted.setdefault((gold, checked, "whole" if method == "whole" else "answer"), []).append(i)
+        mode = method if method in ("whole", "any") else "answer"
+        wanted.setdefault((gold, checked, mode), []).append(i)
         return None
 
     # -- the verdict cache, shared by every thread that calls `score` --------------------------
