@@ -19,6 +19,7 @@ The region an answer is read from (a box and its sentence, an `<answer>` block, 
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -26,6 +27,7 @@ from fractions import Fraction
 import regex
 
 from grpo_rewards.connectives import OR_WORDS
+from grpo_rewards.extract import _brace_pairs
 
 MAX_REGION = 4000  # longer regions are cut: no answer is longer, and it bounds the scanning
 MAX_CANDIDATES = 20
@@ -51,24 +53,18 @@ _LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(
 
 
 def _unwrap(text: str) -> str:
-    """`\\boxed{x}`, `\\text{x}`, `\\mathrm{x}` -> ` x `, nested braces respected."""
-    for _ in range(8):  # nested wrappers: a few rounds; each round removes the outermost ones
-        m = _WRAPPER.search(text)
-        if not m:
-            return text
-        out, pos = [], 0
-        for m in _WRAPPER.finditer(text):
-            if m.start() < pos:
-                continue
-            depth, end = 1, m.end()
-            while end < len(text) and depth:
-                depth += {"{": 1, "}": -1}.get(text[end], 0) if text[end - 1] != "\\" else 0
-                end += 1
-            inner = text[m.end() : end - 1] if depth == 0 else text[m.end() :]
-            out.append(text[pos : m.start()] + " " + inner + " ")
-            pos = end
-        text = "".join(out) + text[pos:]
-    return text
+    """`\\boxed{x}`, `\\text{x}`, `\\mathrm{x}` -> ` x `, nested braces respected (one pass over
+    the brace pairs, so that nested wrappers stay linear)."""
+    if not _WRAPPER.search(text):
+        return text
+    pairs = _brace_pairs(text)
+    drop: set[int] = set()
+    for m in _WRAPPER.finditer(text):
+        close = pairs.get(m.end() - 1)
+        drop.update(range(m.start(), m.end()))
+        if close is not None:
+            drop.add(close)
+    return "".join(" " if i in drop else c for i, c in enumerate(text)) if drop else text
 
 
 def _thousands(text: str) -> str:
@@ -199,11 +195,14 @@ def _top_clauses(text: str) -> list[tuple[str, str]]:
     """(separator, clause) pairs: `text` cut at commas, semicolons, line breaks and brackets,
     except inside a bracket pair that holds only math (an interval, a group: part of a value)."""
     out, start, sep, i = [], 0, "", 0
+    pairs = _bracket_pairs(text)
+    starts = [m.start() for m in _WORD.finditer(text) if _is_word(m.group(0))]
     while i < len(text):
         c = text[i]
         if c in _OPEN:
-            close = _matching(text, i)
-            if close is not None and not _words(text[i:close]):
+            close = pairs.get(i)
+            k = bisect.bisect_right(starts, i)
+            if close is not None and not (k < len(starts) and starts[k] < close):  # no word inside
                 i = close + 1
                 continue
         if c in ",;\n()[]":
@@ -214,16 +213,23 @@ def _top_clauses(text: str) -> list[tuple[str, str]]:
     return [(s, c) for s, c in out if c.strip()]
 
 
-def _matching(text: str, i: int) -> int | None:
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] in _OPEN:
-            depth += 1
-        elif text[j] in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return j
-    return None
+def _bracket_pairs(text: str) -> dict[int, int]:
+    """Index of each opening bracket -> index of the bracket that closes it, in one pass."""
+    pairs, stack = {}, []
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            stack.append(i)
+        elif c in _CLOSE and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
+def _first_word(text: str) -> list[str]:
+    """`_words(text)[:1]`, without reading the rest of the text."""
+    for m in _WORD.finditer(text):
+        if _is_word(m.group(0)):
+            return [m.group(0).rstrip(".").lower()]
+    return []
 
 
 def _words(text: str) -> list[str]:
@@ -317,7 +323,7 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str]:
             words = _words(lead)
             if not value or any(w in _NEGATIONS for w in words):
                 return found
-            after = _words(trail)
+            after = _first_word(trail)
             own_unit = bool(unit) and (_WORD.match(trail) or [""])[0].rstrip(".").lower() == unit
             parallel = len(words) <= 1 and (not after or own_unit or after[0] in _ALT_WORDS)
             if not (parallel or any(w in _ALT_WORDS for w in words)):
