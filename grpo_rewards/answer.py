@@ -109,6 +109,7 @@ def choice_letter(text: str) -> str | None:
 _HEDGE_WORDS = frozenset({"maybe", "perhaps", "possibly", "probably", "alternatively", "otherwise", "else",
                           "either", "likely", "might", "could", "conceivably"})
 _ALT_WORDS = frozenset(OR_WORDS) | _HEDGE_WORDS
+_GLUED_ALT_WORDS = tuple(w for w in _ALT_WORDS if not w.isascii())  # scripts that may write `6或`
 # A value after one of these is excluded, not offered ("5, not 6"; "5 rather than 6").
 _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "unlike", "except", "excluding",
                         "without", "neither"})
@@ -349,8 +350,9 @@ def _preceding(before: str, numeric_gold: bool) -> list[str]:
     """A value that the words right before the answer offer as its alternative (`6 or \\boxed{5}`)."""
     text = _LOGICAL_OR.sub(" or ", normalise(before.rsplit("\n", 1)[-1])).rstrip()
     lowered = text.lower()
-    joins = [w for w in _ALT_WORDS if lowered.endswith(w) and (not w.isascii() or lowered[: -len(w)].endswith(" "))]
-    joins += [c for c in ",;/|" if lowered.endswith(c)]
+    tail = lowered.split()[-3:]
+    joins = [" ".join(tail[k:]) for k in range(len(tail)) if " ".join(tail[k:]) in _ALT_WORDS]
+    joins += [w for w in _GLUED_ALT_WORDS if lowered.endswith(w)] + [c for c in ",;/|" if lowered.endswith(c)]
     if not joins:
         return []
     rest = text[: -len(max(joins, key=len))].rstrip()
