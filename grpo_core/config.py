@@ -19,9 +19,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+    model_validator,
+)
 
 from grpo_core.lora import LoraSettings
+from grpo_core.loss import LOSS_TYPES
+from grpo_rewards.advantages import SCALES, scale_problem
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry, load_registry
 from grpo_rewards.spec import (
@@ -112,11 +117,11 @@ class TrainConfig(_Section):
     epsilon: float = Field(0.2, gt=0, lt=1, description="Lower clip range of the ratio.")
     epsilon_high: float | None = Field(None, gt=0, description="Upper clip range; defaults to `epsilon`.")
     num_iterations: int = Field(1, ge=1, description="Optimizer steps per generation batch (mu).")
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field("dapo", description="Loss normalisation.")
+    loss_type: Literal[tuple(LOSS_TYPES)] = Field("dapo", description="Loss normalisation.")  # type: ignore[valid-type]
     importance_sampling_level: Literal["token", "sequence"] = Field("token", description="`sequence` is GSPO.")
-    scale_rewards: Literal["group", "batch", "none"] = Field(
+    scale_rewards: Literal[SCALES] = Field(  # type: ignore[valid-type]
         "group", description="Advantage scaling for a spec with `aggregate: sum`; none: Dr. GRPO. With "
-        "`normalize_then_sum` the totals are scaled over the batch, as TRL does.")
+        "`normalize_then_sum` the totals are scaled over the batch, as TRL does (any other value is an error).")
     # Generation
     temperature: float = Field(0.9, gt=0, description="Sampling temperature (also divides logits in the loss).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
@@ -172,6 +177,16 @@ class TrainConfig(_Section):
                 raise ConfigError(problems, "training config")
             self._registry = registry
         return self._registry
+
+    @field_validator("scale_rewards")
+    @classmethod
+    def _scale_fits_aggregate(cls, value: str, info: ValidationInfo) -> str:
+        """Given explicitly (a default is not validated), it must mean something under the spec's `aggregate`."""
+        rewards = info.data.get("rewards")
+        problem = scale_problem(rewards.aggregate, value) if isinstance(rewards, RewardSpec) else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @property
     def clip_high(self) -> float:

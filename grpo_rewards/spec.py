@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
 
+from grpo_rewards.advantages import AGGREGATIONS
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry
 
@@ -107,9 +108,8 @@ class RewardSpec(BaseModel):
         description="What a scorer that raises does: `none` gives its samples None (counted and logged), "
         "`raise` propagates the exception.",
     )
-    aggregate: Literal["sum", "normalize_then_sum"] = Field(
-        "sum", description="`sum`: the weighted sum of the members' values; `normalize_then_sum`: each member "
-        "normalised within its group (mean and std over the group's values) before the weighted sum.")
+    aggregate: Literal[tuple(AGGREGATIONS)] = Field(  # type: ignore[valid-type]
+        "sum", description="; ".join(f"`{name}`: {a.description}" for name, a in AGGREGATIONS.items()) + ".")
     cache_size: int = Field(
         4096, ge=0, le=10_000_000,
         description="Scores kept in the LRU score cache across batches (deterministic scorers only; 0 disables it).")
