@@ -29,13 +29,13 @@ from grpo_core.loss import LOSS_TYPES
 from grpo_rewards.advantages import SCALES, scale_problem
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry, load_registry
-from grpo_rewards.spec import (
-    LineOf, RewardSpec, _pydantic_problems, quoted_scalar_problems, read_structured_file, validate_spec,
-)
+from grpo_rewards.spec import RewardSpec, validate_spec
+from grpo_rewards.structured import LineOf, no_lines, read_structured_file, validate
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    # strict: a quoted number in a file is a mistake, not a number (as in reward specs)
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), strict=True)
 
 
 class ModelConfig(_Section):
@@ -69,7 +69,7 @@ class LoraConfig(LoraSettings):
     The reference policy of the KL term is then the same model with the adapter disabled.
     """
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), strict=True)
 
     save: Literal["merged", "adapter"] | None = Field(
         None, description="Final model: `merged` (a plain checkpoint) or `adapter` (the adapter alone, a few MB; "
@@ -172,7 +172,7 @@ class TrainConfig(_Section):
     def registry(self) -> Registry:
         """The one registry of this run: the rewards were validated against it and are built from it."""
         if self._registry is None:  # a config made without validate_config (e.g. TrainConfig(...))
-            registry, problems = _plugin_registry(self.plugins, lambda loc: None, None)
+            registry, problems = _plugin_registry(self.plugins, no_lines, None)
             if problems:
                 raise ConfigError(problems, "training config")
             self._registry = registry
@@ -278,20 +278,28 @@ def _plugin_registry(names: Any, line_of: LineOf, source: str | None) -> tuple[R
     return load_registry(extra_plugins=modules), problems
 
 
-def _rewards_problems(data: dict[str, Any], base: Path, registry: Registry, source: str | None,
-                      line_of: LineOf) -> tuple[RewardSpec | None, list[Problem]]:
+# Stands in for a rewards section that is missing or whose file is invalid (reported with its own
+# locations) so that the rest of the config is still validated and every problem is listed at once.
+_PLACEHOLDER_SPEC = RewardSpec.model_construct(scorers=[], on_error="none")
+
+
+def _rewards(data: dict[str, Any], base: Path, registry: Registry, source: str | None,
+             line_of: LineOf) -> tuple[Any, list[Problem]]:
+    """The `rewards` to validate with the config: inline data as it is (the config's validation
+    validates it as a `RewardSpec`), a path's spec validated with its own file and lines."""
     rewards = data.get("rewards")
     if rewards is None:
-        return None, [Problem("rewards", "missing: a reward spec inline or a path to one", source, line_of(()))]
-    if isinstance(rewards, str):  # a path, relative to the config file
-        path = Path(rewards) if Path(rewards).is_absolute() else base / rewards
-        try:
-            spec_data, spec_lines = read_structured_file(path, "reward spec")
-        except ConfigError as exc:
-            return None, exc.problems
-        return validate_spec(spec_data, registry, source=str(path), line_of=spec_lines)
-    return validate_spec(rewards, registry, source=source, line_of=line_of, path_prefix="rewards",
-                         loc_prefix=("rewards",))
+        return _PLACEHOLDER_SPEC, [Problem("rewards", "missing: a reward spec inline or a path to one", source,
+                                           line_of(()))]
+    if not isinstance(rewards, str):
+        return rewards, []
+    path = Path(rewards) if Path(rewards).is_absolute() else base / rewards  # relative to the config file
+    try:
+        spec_data, spec_lines = read_structured_file(path, "reward spec")
+    except ConfigError as exc:
+        return _PLACEHOLDER_SPEC, exc.problems
+    spec, problems = validate_spec(spec_data, registry, source=str(path), line_of=spec_lines)
+    return spec or _PLACEHOLDER_SPEC, problems
 
 
 def _data_problems(data: DataConfig, base: Path, source: str | None, line_of: LineOf) -> list[Problem]:
@@ -304,10 +312,8 @@ def _data_problems(data: DataConfig, base: Path, source: str | None, line_of: Li
         except UnknownNameError as exc:
             return [Problem("data.task", str(exc), source, line_of(("data", "task")))]
         if task.params is not None:
-            try:
-                task.params.model_validate(data.options)
-            except ValidationError as exc:
-                problems += _pydantic_problems(exc, ("data", "options"), "", source, line_of)
+            problems += validate(task.params, data.options, source=source, line_of=line_of,
+                                 loc_prefix=("data", "options"))[1]
     for key in ("path", "eval_path"):
         value = getattr(data, key)
         if value is not None:
@@ -452,32 +458,21 @@ def _output_dir_problems(output_dir: Any, source: str | None, line_of: LineOf) -
     return []
 
 
-# Stands in for an invalid rewards section (reported with its own locations) so that the rest of
-# the config is still validated and every problem is listed at once.
-_PLACEHOLDER_SPEC = RewardSpec.model_construct(scorers=[], on_error="none")
-
-
 def validate_config(data: Any, source: str | None = None, line_of: LineOf | None = None,
                     base: Path | None = None) -> TrainConfig:
     """Validate plain config data; raises one `ConfigError` listing every problem."""
-    line_of = line_of or (lambda loc: None)
+    line_of = line_of or no_lines
     base = base or Path.cwd()
     if not isinstance(data, dict):
         raise ConfigError([Problem("", f"a training config must be a mapping, got {type(data).__name__}", source)],
                           "training config")
     registry, problems = _plugin_registry(data.get("plugins"), line_of, source)
-    spec, reward_problems = _rewards_problems(data, base, registry, source, line_of)
-    problems += reward_problems
-    config = None
-    try:
-        # The validated spec itself: pydantic keeps a model instance as is (no second validation).
-        candidate = {**data, "rewards": spec or _PLACEHOLDER_SPEC}
-        config = TrainConfig.model_validate(candidate)
-        problems += quoted_scalar_problems(TrainConfig, candidate, (), "", source, line_of)
-    except ValidationError as exc:
-        for p in _pydantic_problems(exc, (), "", source, line_of, TrainConfig, TRL_NAMES):
-            if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
-                problems.append(p)
+    rewards, reward_problems = _rewards(data, base, registry, source, line_of)
+    # Inline rewards are validated here, with the spec's own validators (the registry in the
+    # context); a spec read from its file is a model instance, which pydantic keeps as it is.
+    config, config_problems = validate(TrainConfig, {**data, "rewards": rewards}, source=source, line_of=line_of,
+                                       context={"registry": registry}, hints=TRL_NAMES)
+    problems += reward_problems + config_problems
     problems += _output_dir_problems(data.get("output_dir"), source, line_of)
     data_section, section_problems = _section_problems(data, base, source, line_of)
     problems += section_problems + _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
