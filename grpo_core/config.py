@@ -2,15 +2,16 @@
 
 Names follow TRL's `GRPOConfig` where the concept is the same. `load_config` reads YAML/TOML/JSON,
 applies `--set a.b.0.c=value` overrides (values parsed as YAML; a number picks a list item), builds
-the run's registry once (entry points plus `plugins:`), validates the `rewards` section as a
-`RewardSpec` against it and everything else with pydantic, and raises one `ConfigError` that lists
-every problem with its file, line and path (or the `--set` argument that caused it). The config
-keeps the validated spec and the registry; the reward is built from both without revalidation.
+the run's registry once (entry points plus `plugins:`), and validates the whole config in one
+pass with the registry and the config's directory in the validation context: the `rewards`
+section with the spec's own validators, the model and data sections with theirs (files, task,
+model type). It raises one `ConfigError` that lists every problem with its file, line and path (or
+the `--set` argument that caused it). The config keeps the validated spec and the registry; the
+reward is built from both without revalidation.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import os
@@ -30,7 +31,7 @@ from grpo_rewards.advantages import SCALES, scale_problem
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry, load_registry
 from grpo_rewards.spec import RewardSpec, validate_spec
-from grpo_rewards.structured import LineOf, no_lines, read_structured_file, validate
+from grpo_rewards.structured import Found, LineOf, messages, no_lines, raise_problems, read_structured_file, validate
 
 
 class _Section(BaseModel):
@@ -60,6 +61,13 @@ class ModelConfig(_Section):
             raise ValueError("give exactly one of `name_or_path` or `config`")
         if self.config is not None and self.tokenizer is None:
             raise ValueError("a model built from `config` needs a `tokenizer`")
+        return self
+
+    @model_validator(mode="after")
+    def _resolvable(self, info: ValidationInfo) -> ModelConfig:
+        """For a run (`validate_config`'s context): a source that can never load, found without loading."""
+        if _for_a_run(info):
+            raise_problems(_model_problems(self))
         return self
 
 
@@ -103,6 +111,17 @@ class DataConfig(_Section):
         if sum(x is not None for x in (self.task, self.path, self.dataset)) != 1:
             raise ValueError("give exactly one of `task`, `path` or `dataset`")
         return self
+
+    @model_validator(mode="after")
+    def _sources_exist(self, info: ValidationInfo) -> DataConfig:
+        """For a run: the task and its options, and the files (made absolute against the config's directory)."""
+        if _for_a_run(info):
+            raise_problems(_data_problems(self, info.context["base"]))
+        return self
+
+
+def _for_a_run(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and "base" in info.context
 
 
 class TrainConfig(_Section):
@@ -302,30 +321,32 @@ def _rewards(data: dict[str, Any], base: Path, registry: Registry, source: str |
     return spec or _PLACEHOLDER_SPEC, problems
 
 
-def _data_problems(data: DataConfig, base: Path, source: str | None, line_of: LineOf) -> list[Problem]:
+def _data_problems(data: DataConfig, base: Path) -> Found:
     from grpo_core.data import get_task
 
-    problems = []
+    found: Found = []
     if data.task is not None:
         try:
             task = get_task(data.task)
         except UnknownNameError as exc:
-            return [Problem("data.task", str(exc), source, line_of(("data", "task")))]
+            return [(("task",), str(exc))]
         if task.params is not None:
-            problems += validate(task.params, data.options, source=source, line_of=line_of,
-                                 loc_prefix=("data", "options"))[1]
+            try:
+                task.params.model_validate(data.options)
+            except ValidationError as exc:
+                found += [(("options", *loc), message) for loc, message in messages(exc, task.params)]
     for key in ("path", "eval_path"):
         value = getattr(data, key)
         if value is not None:
             full = Path(value) if Path(value).is_absolute() else base / value
             if not full.is_file():
-                problems.append(Problem(f"data.{key}", f"no such file: {full}", source, line_of(("data", key))))
+                found.append(((key,), f"no such file: {full}"))
             else:
                 setattr(data, key, str(full))
-    return problems
+    return found
 
 
-def _model_source_problems(name: str, source: str | None, line_of: LineOf) -> list[Problem]:
+def _model_source_problems(name: str) -> Found:
     """Names that can never resolve (no such directory or file, unknown alias), found without loading
     or touching the network; an offline hub id is reported when the model is loaded."""
     from grpo_core.hub import ALIASES, _looks_like_hub_id
@@ -341,7 +362,7 @@ def _model_source_problems(name: str, source: str | None, line_of: LineOf) -> li
         message = f"no such model directory: {path}"
     else:
         message = f"unknown model {name!r}: not a directory, a hub id (owner/name) or an alias ({', '.join(ALIASES)})"
-    return [Problem("model.name_or_path", message, source, line_of(("model", "name_or_path")))]
+    return [(("name_or_path",), message)]
 
 
 def _lora_problems(data: dict[str, Any], source: str | None, line_of: LineOf) -> list[Problem]:
@@ -351,21 +372,19 @@ def _lora_problems(data: dict[str, Any], source: str | None, line_of: LineOf) ->
                     line_of(("lora",)))]
 
 
-def _model_problems(model: ModelConfig, source: str | None, line_of: LineOf) -> list[Problem]:
+def _model_problems(model: ModelConfig) -> Found:
     if model.config is None:
-        return _model_source_problems(model.name_or_path, source, line_of)
+        return _model_source_problems(model.name_or_path)
     from transformers import AutoConfig
 
     kwargs = dict(model.config)
     model_type = kwargs.pop("model_type", None)
-    where = ("model", "config", "model_type")
     if not isinstance(model_type, str):
-        return [Problem("model.config.model_type", "missing: the HF model type (llama, qwen2, gpt2, ...)",
-                        source, line_of(where))]
+        return [(("config", "model_type"), "missing: the HF model type (llama, qwen2, gpt2, ...)")]
     try:
         AutoConfig.for_model(model_type, **kwargs)
     except Exception as exc:  # noqa: BLE001 - transformers raises ValueError/KeyError for unknown types
-        return [Problem("model.config.model_type", f"cannot build a config: {exc}", source, line_of(where))]
+        return [(("config", "model_type"), f"cannot build a config: {exc}")]
     return []
 
 
@@ -382,19 +401,6 @@ def _batch_problems(data: dict[str, Any], source: str | None, line_of: LineOf) -
         return [Problem(loc[0], f"per_device_train_batch_size * gradient_accumulation_steps ({batch * accumulation}) "
                         f"must be divisible by num_generations ({groups}), so groups are whole", source, line_of(loc))]
     return []
-
-
-def _section_problems(data: dict[str, Any], base: Path, source: str | None,
-                      line_of: LineOf) -> tuple[DataConfig | None, list[Problem]]:
-    """Checks of the model and data sections that pydantic alone cannot do (files, task, model type);
-    run on each section that validates, even when another part of the config does not."""
-    problems, data_section = [], None
-    with contextlib.suppress(ValidationError):
-        problems += _model_problems(ModelConfig.model_validate(data.get("model")), source, line_of)
-    with contextlib.suppress(ValidationError):
-        data_section = DataConfig.model_validate(data.get("data"))
-        problems += _data_problems(data_section, base, source, line_of)
-    return data_section, problems
 
 
 # TRL GRPOConfig (and transformers TrainingArguments) names that users bring along, with where the
@@ -470,16 +476,15 @@ def validate_config(data: Any, source: str | None = None, line_of: LineOf | None
     rewards, reward_problems = _rewards(data, base, registry, source, line_of)
     # Inline rewards are validated here, with the spec's own validators (the registry in the
     # context); a spec read from its file is a model instance, which pydantic keeps as it is.
+    # `base` in the context: the sections also check what pydantic alone cannot (files, task, model type).
     config, config_problems = validate(TrainConfig, {**data, "rewards": rewards}, source=source, line_of=line_of,
-                                       context={"registry": registry}, hints=TRL_NAMES)
+                                       context={"registry": registry, "base": base}, hints=TRL_NAMES)
     problems += reward_problems + config_problems
     problems += _output_dir_problems(data.get("output_dir"), source, line_of)
-    data_section, section_problems = _section_problems(data, base, source, line_of)
-    problems += section_problems + _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
+    problems += _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
     if problems:
         raise ConfigError(problems, "training config")
-    assert config is not None and data_section is not None
-    config.data = data_section  # with file paths resolved against the config's directory
+    assert config is not None
     config._registry = registry
     return config
 

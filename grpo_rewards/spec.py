@@ -29,10 +29,8 @@ from grpo_rewards.advantages import AGGREGATIONS
 from grpo_rewards.errors import ConfigError, UnknownNameError
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.structured import (  # noqa: F401 - LineOf and read_structured_file: the spec's readers
-    LineOf, messages, no_lines, quoted_scalars, raise_problems, read_structured_file, validate,
+    Found, LineOf, messages, no_lines, quoted_scalars, raise_problems, read_structured_file, validate,
 )
-
-Found = list[tuple[tuple[Any, ...], str]]  # (location, message) of each problem a validator finds
 
 
 class GateSpec(BaseModel):

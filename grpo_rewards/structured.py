@@ -12,7 +12,7 @@ import difflib
 import json
 import tomllib
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from grpo_rewards.errors import ConfigError, Problem, format_loc
 
 LineOf = Callable[[tuple[Any, ...]], int | None]
+Found = list[tuple[tuple[Any, ...], str]]  # (location, message) of each problem a validator finds
 PROBLEM = "problem"  # the error type of a message a validator wrote in full
 
 
@@ -93,7 +94,7 @@ def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, Lin
 # Errors
 
 
-def raise_problems(found: Sequence[tuple[tuple[Any, ...], str]]) -> None:
+def raise_problems(found: Found) -> None:
     """Raise every (location, message) at once as a `ValidationError`, if there are any."""
     if found:
         raise ValidationError.from_exception_data("problems", [
@@ -130,12 +131,12 @@ def error_message(err: Mapping[str, Any], model: type[BaseModel] | None = None,
 
 
 def messages(exc: ValidationError, model: type[BaseModel] | None = None,
-             hints: Mapping[str, str] | None = None) -> list[tuple[tuple[Any, ...], str]]:
+             hints: Mapping[str, str] | None = None) -> Found:
     """(location, message) of each error of `exc`."""
     return [(tuple(err["loc"]), error_message(err, model, hints)) for err in exc.errors(include_url=False)]
 
 
-def quoted_scalars(model: type[BaseModel], data: Any, context: Any = None) -> list[tuple[tuple[Any, ...], str]]:
+def quoted_scalars(model: type[BaseModel], data: Any, context: Any = None) -> Found:
     """Strings that lax validation of `model` turned into numbers or booleans.
 
     For models this project does not declare strict (a plugin's `Params`): pydantic's lax mode reads
