@@ -70,9 +70,9 @@ import os, socket, subprocess, sys
 _mine, _theirs = socket.socketpair()
 subprocess.Popen([sys.executable, "-I", "-c", {boot!r}, {peer!r}, str(_theirs.fileno())],
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(_theirs.fileno(),))
-os.dup2(_mine.fileno(), 3)
-_mine.close()
+_fd = _mine.detach()
 _theirs.close()
+_fd == 3 or (os.dup2(_fd, 3), os.close(_fd))
 exec(compile({code!r}, "main.py", "exec"))
 """
 
