@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_rewards.scorers.code_wire import encode
+
 
 @dataclass
 class TestItem:
@@ -232,6 +234,86 @@ def reference_helpers(prompt: str, entry_point: str) -> str:
     return ast.unparse(ast.Module(kept, []))
 
 
+def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
+    """The program calls the tests will make, in order, when that order is certain: every test
+    is one statement making exactly one call of a program function, with literal arguments, and
+    otherwise calling only builtins and methods (which cannot reach the program on plain data);
+    the setup statements between tests call nothing. Empty otherwise (the tests then ask as they go)."""
+    if suite.pytest_module:
+        return ()
+    return _calls_ahead(tuple((i.kind, i.src) for i in suite.items), suite.param, suite.entry_point,
+                        _reference_bound(suite.setup + "\n" + helpers))
+
+
+@functools.lru_cache(maxsize=1024)  # a group's completions share their reference
+def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]) -> tuple:
+    calls = []
+    for kind, src in items:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return ()
+        if kind == "setup":
+            if any(type(n) is ast.Call for n in _walk(tree)):
+                return ()
+            continue
+        if len(tree.body) != 1:
+            return ()
+        call = _the_program_call(tree, param, entry_point, reference)
+        if call is None:
+            return ()
+        calls.append(call)
+    return tuple(calls)
+
+
+def _the_program_call(tree: ast.Module, param: str | None, entry_point: str | None, reference: frozenset[str]
+                      ) -> tuple | None:
+    found = None
+    for node in _walk(tree):
+        if type(node) is not ast.Call:
+            continue
+        func = node.func
+        if type(func) is ast.Name and func.id == "_grpo_call" and len(node.args) >= 2:  # call-based tests
+            try:
+                return (ast.literal_eval(node.args[0]), list(ast.literal_eval(node.args[1])), {})
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                return None
+        if type(func) is ast.Name and func.id in _BUILTIN_NAMES and func.id not in reference:
+            continue
+        if type(func) is ast.Attribute and not (type(func.value) is ast.Name and func.value.id not in reference):
+            continue  # a method of a value, or a function of a module the reference imports
+        if type(func) is not ast.Name or found is not None or func.id in reference:
+            return None
+        try:
+            args = [ast.literal_eval(a) for a in node.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            return None
+        if len(kwargs) != len(node.keywords) or any(type(a) is ast.Starred for a in node.args):
+            return None
+        name = entry_point if func.id == param else func.id
+        found = (name, args, kwargs)
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _reference_bound(source: str) -> frozenset[str]:
+    """Names the reference's setup and helpers bind, imports included."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    out: set[str] = set()
+    for node in _walk(tree):
+        if type(node) is ast.Name and type(node.ctx) is not ast.Load:
+            out.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(out)
+
+
 def assert_input(code: str, suite: AssertSuite, per_test_s: float, helpers: str = "") -> str:
     """The tests' process's stdin for one run: the program's text, the reference's code and limits."""
     tests = _tests_source(suite)
@@ -240,12 +322,13 @@ def assert_input(code: str, suite: AssertSuite, per_test_s: float, helpers: str 
     return json.dumps({"code": code, "module": "solution" if suite.pytest_module else "__main__",
                        "entry": suite.entry_point if suite.param else None, "names": wanted,
                        "limit": per_test_s, "prompt": helpers, "setup": suite.setup,
-                       "pytest": suite.pytest_module or "", "tests": tests})
+                       "pytest": suite.pytest_module or "", "tests": tests,
+                       "ahead": encode(list(calls_ahead(suite, helpers)))})
 
 
 def clear_caches() -> None:
     """Forget every reference prepared so far (benchmarks measure the cold path with it)."""
-    for cached in (split_check, _names_read, reference_helpers):
+    for cached in (split_check, _names_read, reference_helpers, _calls_ahead, _reference_bound):
         cached.cache_clear()
 
 
