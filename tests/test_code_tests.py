@@ -346,3 +346,22 @@ def test_the_importable_module_name_gives_the_program_no_reach_into_the_harness(
     for code in attempts:
         s = one(scorer, code, ADD_TEST)
         assert s.info["tests"][0]["status"] != "passed", (code, s.info["tests"])  # `add(1, 2) == 3` needs the harness
+
+
+def test_auto_joins_a_function_body_to_the_prompt_and_takes_a_whole_program_as_is(scorer):
+    """`program: auto` (the default) on HumanEval's layout: the canonical solutions as bare bodies
+    (what a base model continues), as whole programs, and fenced in a chat answer all pass; under
+    `extract` the bare bodies do not run."""
+    problems = list(read_problems().values())[:60]
+    refs = [{"test": p["test"], "entry_point": p["entry_point"]} for p in problems]
+    bodies = [Sample(p["prompt"], p["canonical_solution"], r) for p, r in zip(problems, refs)]
+    whole = [Sample("Write the function.", p["prompt"] + p["canonical_solution"], r) for p, r in zip(problems, refs)]
+    fenced_bodies = [Sample(fenced(p["prompt"]), fenced(p["canonical_solution"].rstrip()), r)
+                     for p, r in zip(problems, refs)]
+    values = [s.value for s in scorer.score(bodies + whole + fenced_bodies)]
+    assert values == [1.0] * len(values)
+    extract = CodeTests(program="extract", workers=2)
+    try:
+        assert all(s.value == 0.0 for s in extract.score(bodies[:10]))
+    finally:
+        extract.close()

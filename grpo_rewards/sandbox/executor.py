@@ -65,7 +65,7 @@ class Executor:
         self.per_run: set[str] = set()
         self.leftover = ""
         self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
-        self.peer_pid = 0  # the running job's peer
+        self.has_peer = False  # whether the running job has a peer (its pid is the seed's answer)
         self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
@@ -239,7 +239,7 @@ class Executor:
                 finally:
                     os._exit(127)
             if peer:
-                self.peer_pid = self._start_peer(peer, pid, channel[1], pipes, job.get("limits") or {})
+                self.has_peer = self._start_peer(peer, pid, channel[1], pipes, job.get("limits") or {})
             for fd in channel:  # each end is its process's alone: a process that ends closes the channel
                 os.close(fd)
             channel = ()
@@ -309,18 +309,17 @@ class Executor:
                 os.close(fd)
             sock.send(str(pid).encode())
 
-    def _start_peer(self, peer: str, run_pid: int, channel: int, pipes: list, limits: dict) -> int:
-        """Ask the seed for the job's peer; its pid (in this worker's view)."""
+    def _start_peer(self, peer: str, run_pid: int, channel: int, pipes: list, limits: dict) -> bool:
+        """Ask the seed for the job's peer (its pid, the seed's answer, is read when the run ends)."""
         pidfd = os.pidfd_open(run_pid)
         try:
             socket.send_fds(self.seed, [json.dumps({"peer": peer, "limits": limits}).encode()],
                             [channel, pipes[1][1], pipes[2][1], pidfd])
-            reply = self.seed.recv(32)
         except OSError:
             os._exit(70)  # the seed is gone: the pool replaces this worker (a new seed needs a clean one)
         finally:
             os.close(pidfd)
-        return int(reply or 0)
+        return True
 
     def _peer(self, code, channel: int, stderr_w: int, status_w: int, limits: dict) -> None:
         """In the seed's child: the job's peer, isolated as the job's program is."""
@@ -493,12 +492,15 @@ class Executor:
 
     def _end_peer(self) -> None:
         """The run is over: so is its peer (already, when it was in the run's PID namespace)."""
-        if self.peer_pid:
-            try:
-                os.kill(self.peer_pid, signal.SIGKILL)
-            except OSError:
-                pass
-            self.peer_pid = 0
+        if not self.has_peer:
+            return
+        self.has_peer = False
+        try:
+            pid = int(self.seed.recv(32) or 0)
+            if pid > 0:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
     def _kill(self, pid: int) -> None:
         """Kill the program and everything it started.

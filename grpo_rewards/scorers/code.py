@@ -19,7 +19,8 @@ from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
 from grpo_rewards.scorers.code_harness import (PROGRAM_SIDE, TESTS_SIDE, AssertSuite, StdioCase, assert_input,
-                                               compare_output, harness_reports, reference_helpers)
+                                               compare_output, function_body_joined, harness_reports,
+                                               reference_helpers)
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -90,9 +91,11 @@ class SandboxChoice(BaseModel):
 class CodeTestsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    program: Literal["extract", "prompt_plus_completion"] = Field(
-        "extract", description="`extract`: the code is a fenced python block of the completion (the whole "
-        "completion when it has none); `prompt_plus_completion`: HumanEval style, the completion continues the prompt.")
+    program: Literal["auto", "extract", "prompt_plus_completion"] = Field(
+        "auto", description="`extract`: the code is a fenced python block of the completion (the whole "
+        "completion when it has none); `prompt_plus_completion`: HumanEval style, the completion continues the "
+        "prompt; `auto`: as `extract`, but code that is only the body of the prompt's function (it does not "
+        "define the entry point, the prompt's code does, and the two parse joined) continues the prompt.")
     block: Literal["last", "first"] = Field("last", description="Which fenced block to run when there are several.")
     require_block: bool = Field(False, description="A completion without a fenced code block scores 0 instead of "
                                 "being run whole.")
@@ -181,8 +184,15 @@ class CodeTests(Scorer):
             return sample.prompt_text + text
         blocks = fenced_blocks(text, "python", aliases=("py", "python3")) or fenced_blocks(text)
         if blocks:
-            return blocks[-1] if self.params.block == "last" else blocks[0]
-        return None if self.params.require_block else text
+            code = blocks[-1] if self.params.block == "last" else blocks[0]
+        else:
+            code = None if self.params.require_block else text
+        if code is not None and self.params.program == "auto":
+            ref = sample.reference if isinstance(sample.reference, Mapping) else {}
+            entry = ref.get("entry_point")
+            if isinstance(entry, str) and entry.isidentifier():
+                return function_body_joined(sample.prompt_text, code, entry)
+        return code
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_rewards.extract import fenced_blocks
 from grpo_rewards.scorers.code_wire import encode
 
 
@@ -312,6 +313,33 @@ def _reference_bound(source: str) -> frozenset[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in node.names)
     return frozenset(out)
+
+
+def _defines(source: str, name: str) -> bool | None:
+    """Whether `source` defines function `name` at top level; None when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
+
+
+def _prompt_code(prompt: str) -> str:
+    blocks = fenced_blocks(prompt, "python", aliases=("py", "python3")) or fenced_blocks(prompt)
+    return blocks[-1] if blocks else prompt
+
+
+def function_body_joined(prompt: str, code: str, entry_point: str) -> str:
+    """`program: auto`: `code` as is when it defines `entry_point`; the prompt's code followed by
+    `code` when `code` is only the function's body (the prompt's code defines the function and
+    the two parse joined, HumanEval style); otherwise `code` as is."""
+    if _defines(code, entry_point):
+        return code
+    head = _prompt_code(prompt)
+    if not head.strip() or not _defines(head, entry_point):
+        return code
+    joined = head + ("" if head.endswith("\n") else "\n") + code
+    return joined if _defines(joined, entry_point) else code
 
 
 def assert_input(code: str, suite: AssertSuite, per_test_s: float, helpers: str = "") -> str:
