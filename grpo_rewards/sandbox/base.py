@@ -52,8 +52,8 @@ class Job:
     `peer`: a second Python program, run in a process of its own beside `code`'s, under the same
     limits and isolation, that shares nothing with it (no memory, no descriptors, no ancestor
     that held `code` or `stdin`) but a connected socket, fd 3 in both. The run is `code`'s: its
-    stdout, stderr and exit make the result; the peer's stdout is discarded, its stderr joins the
-    run's, and it ends with the run."""
+    stdout, stderr and exit make the result; the peer's output is discarded, and it ends with the
+    run."""
 
     code: str
     stdin: str = ""
@@ -69,7 +69,8 @@ _LAUNCH = """\
 import os, socket, subprocess, sys
 _mine, _theirs = socket.socketpair()
 subprocess.Popen([sys.executable, "-I", "-c", {boot!r}, {peer!r}, str(_theirs.fileno())],
-                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(_theirs.fileno(),))
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 pass_fds=(_theirs.fileno(),))
 _fd = _mine.detach()
 _theirs.close()
 _fd == 3 or (os.dup2(_fd, 3), os.close(_fd))

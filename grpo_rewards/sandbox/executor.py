@@ -40,7 +40,7 @@ import zygote
 # already (imports after the uid drop can also only read what Landlock allows).
 PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy dataclasses datetime decimal enum "
            "fractions functools hashlib heapq io itertools json math numbers operator random re statistics "
-           "string struct textwrap traceback types typing unicodedata atexit")
+           "string struct textwrap traceback types typing unicodedata atexit linecache numbers pickle socket")
 PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 PEER_FD = 3  # a job's peer and its code hold their end of the socket here
@@ -239,7 +239,7 @@ class Executor:
                 finally:
                     os._exit(127)
             if peer:
-                self.has_peer = self._start_peer(peer, pid, channel[1], pipes, job.get("limits") or {})
+                self.has_peer = self._start_peer(peer, channel[1], pipes, job.get("limits") or {})
             for fd in channel:  # each end is its process's alone: a process that ends closes the channel
                 os.close(fd)
             channel = ()
@@ -282,49 +282,46 @@ class Executor:
         layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with its worker
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its peers are reaped by the kernel
         while True:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
             if not message:
                 return
             request = json.loads(message)
             code = self._compiled(request["peer"])
-            channel, stderr_w, status_w, pidfd = fds
-            # Into the run's PID namespace (when it has one): the peer dies with the run's init.
-            joined = False
+            channel, status_w = fds
+            # Its own PID namespace (as the job's program has): killing the peer kills all it started.
+            isolated = False
             if "pid_namespace" in self.per_run:
                 try:
-                    layers.setns(pidfd, layers.CLONE_NEWPID)
-                    joined = True
+                    layers.unshare(layers.CLONE_NEWPID)
+                    isolated = True
                 except OSError:
                     pass
             pid = os.fork()
             if pid == 0:
                 sock.close()
                 try:
-                    self._peer(code, channel, stderr_w, status_w, runner.parse_limits(request["limits"]))
+                    self._peer(code, channel, status_w, runner.parse_limits(request["limits"]))
                 finally:
                     os._exit(127)
-            if joined:
+            if isolated:
                 layers.setns(self.own_pidns, layers.CLONE_NEWPID)
             for fd in fds:
                 os.close(fd)
             sock.send(str(pid).encode())
 
-    def _start_peer(self, peer: str, run_pid: int, channel: int, pipes: list, limits: dict) -> bool:
+    def _start_peer(self, peer: str, channel: int, pipes: list, limits: dict) -> bool:
         """Ask the seed for the job's peer (its pid, the seed's answer, is read when the run ends)."""
-        pidfd = os.pidfd_open(run_pid)
         try:
-            socket.send_fds(self.seed, [json.dumps({"peer": peer, "limits": limits}).encode()],
-                            [channel, pipes[1][1], pipes[2][1], pidfd])
+            socket.send_fds(self.seed, [json.dumps({"peer": peer, "limits": limits}).encode()], [channel, pipes[2][1]])
         except OSError:
             os._exit(70)  # the seed is gone: the pool replaces this worker (a new seed needs a clean one)
-        finally:
-            os.close(pidfd)
         return True
 
-    def _peer(self, code, channel: int, stderr_w: int, status_w: int, limits: dict) -> None:
-        """In the seed's child: the job's peer, isolated as the job's program is."""
+    def _peer(self, code, channel: int, status_w: int, limits: dict) -> None:
+        """In the seed's child: the job's peer, isolated as the job's program is. Its output goes
+        nowhere: holding the run's pipes, it would keep the run's end waiting for its death."""
         null = os.open(os.devnull, os.O_RDWR)
-        for target, fd in ((0, null), (1, null), (2, stderr_w), (PEER_FD, channel)):
+        for target, fd in ((0, null), (1, null), (2, null), (PEER_FD, channel)):
             os.dup2(fd, target)
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
         zygote.close_fds_except({0, 1, 2, PEER_FD, status_w})
@@ -491,7 +488,7 @@ class Executor:
             del bufs[fd][cap:]
 
     def _end_peer(self) -> None:
-        """The run is over: so is its peer (already, when it was in the run's PID namespace)."""
+        """The run is over: so is its peer, and (as init of its PID namespace) all it started."""
         if not self.has_peer:
             return
         self.has_peer = False

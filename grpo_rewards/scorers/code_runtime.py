@@ -417,15 +417,20 @@ def _grpo_pt(name):
 _state = {}
 
 
-def _load(data):
-    """The program loaded in its process; its names that the tests read. None when it failed
-    (reported as phase solution.py)."""
+def _ask_load(data):
+    """Send the program's text and the calls made ahead; the answers are read by `_loaded`, so
+    the reference's own code runs here meanwhile."""
     _program.deadline = _time.monotonic() + _Case.limit
-    _signal.setitimer(_signal.ITIMER_REAL, _Case.limit + 0.05)
+    load = _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"])
+    batch = _program.send("batch", data["ahead"], limit=_Case.limit) if data["ahead"] else None
+    return load, batch
+
+
+def _loaded(data, load, batch):
+    """The program's names that the tests read; None when it did not load (reported as phase
+    solution.py)."""
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, _program.deadline - _time.monotonic()) + 0.05)
     try:
-        load = _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"])
-        # The calls the tests will make first, sent with the load: one round trip for all of them.
-        batch = _program.send("batch", data["ahead"], limit=_Case.limit) if data["ahead"] else None
         names = _program.result(_program.receive(load))
         if type(names) is not dict:
             raise ProgramError("the program's process answered the load with a %s" % type(names).__name__)
@@ -471,12 +476,20 @@ def _main():
              "_grpo_pt": _grpo_pt}
     _state["space"] = space
     _sys.modules["solution"] = Remote(0, "module", True)
-    names = _load(data)
-    if names is None:
+    try:
+        asked = _ask_load(data)
+    except ProgramExit as exc:
+        _report(phase="solution.py", status="error", detail=str(exc))
         return _report(done=True)
-    # The reference's own definitions (the prompt's helpers, the setup, the test module) are
-    # ours; the program's names fill in only what the reference does not define.
+    # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
+    # names fill in only what the reference does not define. A pytest module imports the
+    # program: it runs once the program has loaded.
+    tests = compile(data["tests"], "tests.py", "exec", dont_inherit=True)
     for part in ("prompt", "setup", "pytest"):
+        if part == "pytest":
+            names = _loaded(data, *asked)
+            if names is None:
+                return _report(done=True)
         if data[part]:
             try:
                 exec(compile(data[part], part + ".py", "exec", dont_inherit=True), space)
@@ -487,7 +500,7 @@ def _main():
     for name, value in names.items():
         if type(name) is str and name not in space:
             space[name] = value
-    exec(compile(data["tests"], "tests.py", "exec", dont_inherit=True), space)
+    exec(tests, space)
     with _Case(-2):
         space["_grpo_tests"](names.get(data["entry"]) if data["entry"] else None)
     _report(done=True)
