@@ -129,10 +129,11 @@ PEER_ECHO = ("import os, socket\ns = socket.socket(fileno=3)\nprint('peer stdout
 
 
 def test_a_jobs_peer_runs_beside_it_sharing_only_a_socket(sandbox):
-    """`Job.peer` runs in a process of its own (forked from a seed that never held a job), under
-    the job's layers; the two meet on fd 3; the peer's output is dropped."""
+    """`Job.peer` runs in a process of its own (forked from a seed that never held a job, PID 1 of
+    a PID namespace of its own as the job's process is of another), under the job's layers; the
+    two meet on fd 3; the peer's output is dropped; the peer holds nothing of the job."""
     code = ("import gc, os, socket\ns = socket.socket(fileno=3)\ns.sendall(b'secret-' + b'4c1f')\n"
-            "pid, echoed = s.recv(100).split()\nprint(int(pid) != os.getpid(), echoed.decode())")
+            "pid, echoed = s.recv(100).split()\nprint(int(pid) == os.getpid() == 1, echoed.decode())")
     peer = PEER_ECHO.replace("s.recv(100))", "s.recv(100) + (b'-seen' if any('secret-4c1f' in str(o) for o in "
                              "__import__('gc').get_objects()) else b''))")
     runs = sandbox.run_many([Job(code, "stdin-secret-4c1f", SAFE, peer=peer) for _ in range(3)])
