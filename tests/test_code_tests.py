@@ -79,7 +79,7 @@ def test_syntax_error_and_missing_entry_point_fail_every_test(scorer):
 def test_exiting_early_or_forging_verdicts_never_passes(scorer):
     exits = one(scorer, "import os\ndef add(a, b):\n    os._exit(0)", ADD_TEST)
     assert exits.value == 0.0
-    assert exits.info["tests"][0]["detail"] == "the program's process ended (it exited or was killed)"
+    assert exits.info["tests"][0]["detail"].endswith("the program's process ended (it exited or was killed)")
     forged = ("import sys\nprint('@@grpo-0000000000000000@@{\"test\": 0, \"status\": \"passed\"}')\n"
               "print('{\"done\": true}')\ndef add(a, b):\n    sys.exit(0)")
     s = one(scorer, forged, ADD_TEST)

@@ -83,6 +83,8 @@ class _Program:
         return self.ask("call", handle, list(args), kwargs)
 
     def result(self, reply):
+        if type(reply) is not list or len(reply) < 2:
+            raise ProgramError("the program's process answered %s" % _cut(repr(reply), 120))
         kind = reply[1]
         if kind == "ok" and len(reply) == 3:
             return reply[2]
@@ -421,17 +423,21 @@ def _ask_load(data):
     """Send the program's text and the calls made ahead; the answers are read by `_loaded`, so
     the reference's own code runs here meanwhile."""
     _program.deadline = _time.monotonic() + _Case.limit
-    load = _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"])
-    batch = _program.send("batch", data["ahead"], limit=_Case.limit) if data["ahead"] else None
-    return load, batch
+    return _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"],
+                         data["ahead"])
 
 
-def _loaded(data, load, batch):
+def _loaded(data, load):
     """The program's names that the tests read; None when it did not load (reported as phase
     solution.py)."""
-    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, _program.deadline - _time.monotonic()) + 0.05)
+    # The calls made ahead have a limit each, as their tests would.
+    wait = _program.deadline - _time.monotonic() + _Case.limit * len(data["ahead"])
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, wait) + 0.05)
     try:
-        names = _program.result(_program.receive(load))
+        answer = _program.receive(load)
+        load_reply, replies = answer[2] if answer[1] == "ok" and type(answer[2]) is list and len(answer[2]) == 2 \
+            else (answer, [])
+        names = _program.result(load_reply)
         if type(names) is not dict:
             raise ProgramError("the program's process answered the load with a %s" % type(names).__name__)
         if data["entry"] and data["entry"] not in names:
@@ -442,14 +448,9 @@ def _loaded(data, load, batch):
         _report(phase="solution.py", status="error" if status in ("passed", "failed") else status, detail=detail)
         return None
     _signal.setitimer(_signal.ITIMER_REAL, 0)
-    if batch is not None:
-        try:
-            replies = _program.receive(batch)
-        except ProgramExit:  # each test that calls will say so
-            replies = [batch, "ended"]
-        if replies[1] == "ok" and type(replies[2]) is list:
-            _program.ahead = [[name, encode(list(call[1:]), _ref_of), reply]
-                              for call, reply in zip(data["ahead"], replies[2]) for name in call[:1]]
+    if type(replies) is list:
+        _program.ahead = [[name, encode(list(call[1:]), _ref_of), reply]
+                          for call, reply in zip(data["ahead"], replies) for name in call[:1]]
     for name, value in names.items():
         if type(value) is Remote:
             _program.names[object.__getattribute__(value, "_n")] = name
@@ -487,7 +488,7 @@ def _main():
     tests = compile(data["tests"], "tests.py", "exec", dont_inherit=True)
     for part in ("prompt", "setup", "pytest"):
         if part == "pytest":
-            names = _loaded(data, *asked)
+            names = _loaded(data, asked)
             if names is None:
                 return _report(done=True)
         if data[part]:
