@@ -365,3 +365,26 @@ def test_auto_joins_a_function_body_to_the_prompt_and_takes_a_whole_program_as_i
         assert all(s.value == 0.0 for s in extract.score(bodies[:10]))
     finally:
         extract.close()
+
+
+def test_a_backend_that_drops_the_peer_scores_none_never_zero():
+    """A backend that runs only `Job.code` (ignoring `Job.peer`) leaves the tests without the
+    program: an infrastructure failure, not the program's."""
+
+    class CodeOnly(SandboxBackend):
+        name = "code_only"
+
+        def run(self, code, stdin="", limits=None):
+            import subprocess
+            import sys
+            proc = subprocess.run([sys.executable, "-I", "-c", code], input=stdin, capture_output=True, text=True,
+                                  timeout=60)
+            return ExecResult("ok" if proc.returncode == 0 else "error", proc.stdout, proc.stderr, proc.returncode)
+
+        def run_many(self, jobs):
+            return [self.run(j.code, j.stdin, j.limits) for j in jobs]
+
+    scorer = CodeTests(workers=1)
+    scorer._backend = CodeOnly()
+    [s] = scorer.score([Sample("", "def add(a, b):\n    return a + b", ADD_TEST)])
+    assert s.value is None and "without the program's process" in s.info["reason"]

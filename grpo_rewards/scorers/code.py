@@ -259,7 +259,10 @@ class CodeTests(Scorer):
         labels = [t.label for t in suite.tests]
         verdicts: list[dict | None] = [None] * len(labels)
         stop = None  # why the tests without a verdict did not get one
-        for rec in harness_reports(result.stdout):
+        reports = harness_reports(result.stdout)
+        if any("infra" in rec for rec in reports):
+            return None
+        for rec in reports:
             if rec.get("done"):
                 break  # nothing after the harness's last line counts
             index = rec.get("test")
@@ -291,7 +294,8 @@ class CodeTests(Scorer):
 
     def _final(self, code: str, kind: str, tests: list[dict] | None, results: list[ExecResult]) -> Score:
         if tests is None:
-            detail = next((r.detail for r in results if r.status == "infra"), "")
+            detail = next((r.detail for r in results if r.status == "infra"), "") or next(
+                (rec["infra"] for r in results for rec in harness_reports(r.stdout) if "infra" in rec), "")
             return Score.unscorable(f"sandbox infrastructure failure: {detail}", code=code)
         passed = sum(t["status"] == "passed" for t in tests)
         if not tests:
