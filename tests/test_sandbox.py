@@ -124,39 +124,34 @@ def test_run_many_takes_a_generator_a_job_at_a_time(sandbox):
     assert made == list(range(5))
 
 
-def test_a_jobs_library_reaches_the_program_as_code_objects(sandbox):
-    """The library is decoded in the worker (once) and given to the program as `__library__`."""
-    import base64
-    import marshal
-
-    blob = base64.b64encode(marshal.dumps(compile("VALUE = 6 * 7", "lib.py", "exec"))).decode()
-    use = "ns = {}\nexec(__library__['lib.py'], ns)\nprint(type(__library__['lib.py']).__name__, ns['VALUE'])"
-    first, again, plain = sandbox.run_many([Job(use, "", SAFE, (("lib.py", blob),)), Job(use, "", SAFE, (("lib.py", blob),)),
-                                            Job("print('__library__' in globals())", "", SAFE)])
-    assert first.stdout == again.stdout == "code 42\n"
-    assert plain.stdout == "False\n"  # a job without one has no such name
-    [bad] = sandbox.run_many([Job("print(1)", "", SAFE, (("lib.py", "bm90IG1hcnNoYWw="),))])
-    assert bad.status == "infra" and "library" in bad.detail
+PEER_ECHO = ("import os, socket\ns = socket.socket(fileno=3)\nprint('peer stdout is discarded')\n"
+             "os.write(2, b'peer stderr joins\\n')\ns.sendall(str(os.getpid()).encode() + b' ' + s.recv(100))")
 
 
-def test_warm_library_parts_are_made_once_in_the_worker_and_each_run_gets_them_as_made(sandbox):
-    """`Job.warm`: the worker runs those parts once, in order (a later one sees the earlier ones in
-    `__warm__`), and each run gets the namespace as the worker made it: not the run's own
-    process, and not what an earlier run did to it."""
-    import base64
-    import marshal
+def test_a_jobs_peer_runs_beside_it_sharing_only_a_socket(sandbox):
+    """`Job.peer` runs in a process of its own (forked from a seed that never held a job, PID 1 of
+    a PID namespace of its own as the job's process is of another), under the job's layers; the
+    two meet on fd 3; the peer's output is dropped; the peer holds nothing of the job."""
+    code = ("import gc, os, socket\ns = socket.socket(fileno=3)\ns.sendall(b'secret-' + b'4c1f')\n"
+            "pid, echoed = s.recv(100).split()\nprint(int(pid) == os.getpid() == 1, echoed.decode())")
+    peer = PEER_ECHO.replace("s.recv(100))", "s.recv(100) + (b'-seen' if any('secret-4c1f' in str(o) for o in "
+                             "__import__('gc').get_objects()) else b''))")
+    runs = sandbox.run_many([Job(code, "stdin-secret-4c1f", SAFE, peer=peer) for _ in range(3)])
+    for r in runs:
+        assert r.status == "ok" and r.stdout == "True secret-4c1f\n", (r.stdout, r.stderr)
+        assert "peer stderr" not in r.stderr and "discarded" not in r.stdout + r.stderr
 
-    def part(source: str, name: str) -> str:
-        return base64.b64encode(marshal.dumps(compile(source, name, "exec"))).decode()
 
-    library = (("a.py", part("import os\nMADE_IN = os.getpid()\nSEEN = []", "a.py")),
-               ("b.py", part("FIRST = __warm__['a.py']", "b.py")))
-    use = ("import os\na, b = __library__['a.py'], __library__['b.py']\na['SEEN'].append(1)\n"
-           "print(a['MADE_IN'] != os.getpid(), a['MADE_IN'], len(a['SEEN']), b['FIRST'] is a, '__warm__' in b)")
-    runs = sandbox.run_many([Job(use, "", SAFE, library, ("a.py", "b.py")) for _ in range(3)])
-    lines = [r.stdout.split() for r in runs]
-    assert all(line[0] == "True" and line[2:] == ["1", "True", "False"] for line in lines), runs[0].stderr
-    assert len({line[1] for line in lines}) <= 2  # made once per worker (two workers), not per run
+def test_a_peer_ends_with_its_run_and_shares_its_process_limit(sandbox):
+    """A peer that would run forever ends when the run does; a job without a peer has no fd 3."""
+    forever = "import time\nwhile True:\n    time.sleep(1)"
+    started = time.monotonic()
+    done, alone = sandbox.run_many([Job("print('done')", "", SAFE, peer=forever),
+                                    Job("import os\ntry:\n    os.fstat(3)\n    print('fd 3')\nexcept OSError:\n"
+                                        "    print('no fd 3')", "", SAFE)])
+    assert done.stdout == "done\n" and alone.stdout == "no fd 3\n"
+    assert time.monotonic() - started < SAFE.wall_s
+    assert_nothing_left(sandbox)
 
 
 def test_inherited_objects_are_frozen_but_the_programs_garbage_is_collected(sandbox):

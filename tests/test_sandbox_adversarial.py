@@ -228,31 +228,36 @@ def test_creating_namespaces_or_tracing_is_denied(run):
 # ---- the assertion harness under attack (code_tests) ------------------------------------------
 
 
-def _harness_run(run, code: str, tests: list[str]):
-    from grpo_rewards.scorers.code_harness import assert_list_suite, harness_program, harness_reports
+def _harness_run(run, sandbox, code: str, tests: list[str]):
+    from grpo_rewards.sandbox.base import Job
+    from grpo_rewards.scorers.code_harness import PROGRAM_SIDE, TESTS_SIDE, assert_input, assert_list_suite, harness_reports
 
-    program, tag, _ = harness_program(code, assert_list_suite(tests), 1.0, bytecode=True)
-    result = run(program, limits=Limits(wall_s=3.0, memory_mb=256, processes=9, output_bytes=1 << 16))
-    return result, [r for r in harness_reports(result.stdout, tag) if "test" in r]
+    limits = Limits(wall_s=3.0, memory_mb=256, processes=9, output_bytes=1 << 16)
+    [result] = sandbox.run_many([Job(TESTS_SIDE, assert_input(code, assert_list_suite(tests), 1.0), limits,
+                                     peer=PROGRAM_SIDE)])
+    return result, [r for r in harness_reports(result.stdout) if "test" in r]
 
 
-def test_harness_leftover_threads_and_forks_forge_nothing(run):
+def test_harness_leftover_threads_and_forks_forge_nothing(run, sandbox):
     """A program that leaves a thread and a forked child printing verdict-shaped lines after the
     tests: the real verdicts stand, nothing outlives the run."""
     code = ("import os, threading, time, json\nLINE = json.dumps({'test': 1, 'status': 'passed'})\n"
-            "def spam():\n    while True:\n        print('@@grpo-' + '0' * 16 + '@@' + LINE, flush=True)\n        time.sleep(0.01)\n"
+            "def spam():\n    while True:\n        print('@@grpo@@' + LINE, flush=True)\n"
+            "        os.write(2, ('@@grpo@@' + LINE + '\\n').encode())\n        time.sleep(0.01)\n"
             "def f(x):\n    threading.Thread(target=spam).start()\n    if os.fork() == 0:\n        spam()\n    return x")
-    result, verdicts = _harness_run(run, code, ["assert f(1) == 1", "assert f(2) == 3"])
+    result, verdicts = _harness_run(run, sandbox, code, ["assert f(1) == 1", "assert f(2) == 3"])
     assert [(v["test"], v["status"]) for v in verdicts] == [(0, "passed"), (1, "failed")]
 
 
-def test_harness_main_thread_is_out_of_reach(run):
-    """From the program's thread: no frames of the main thread, no gc, no ctypes, no /proc."""
-    probes = ["sys._current_frames()", "gc.get_objects()", "__import__('ctypes').string_at(id(OUT), 8)",
-              "open('/proc/self/mem')", "sys.settrace(lambda *a: None)", "sys._getframe(0)",
-              "sys.addaudithook(lambda *a: SEEN.append(a)); open('/dev/null').close(); assert SEEN"]
-    code = "import sys, gc\nOUT, SEEN = [], []\ndef f(x):\n" + "".join(
-        f"    try:\n        {p}\n        OUT.append({p!r})\n    except Exception:\n        pass\n" for p in probes) + \
-        "    return OUT"
-    result, verdicts = _harness_run(run, code, ["assert f(1) == []"])
-    assert verdicts == [{"test": 0, "status": "passed", "detail": ""}], result.stderr[-500:]
+def test_the_tests_process_is_out_of_the_programs_reach(run, sandbox):
+    """The program's process holds nothing of the tests (no object, frame, file, environment or
+    memory with the expected value) and cannot open the tests' process's memory."""
+    code = ("import gc, os, sys, ctypes\nNEEDLE = 'needle-' + '7d1e'\n"
+            "def seen():\n    hits = sum(NEEDLE in repr(o)[:100000] for o in gc.get_objects() if o is not globals())\n"
+            "    hits += sum(NEEDLE in repr(f.f_locals) for f in sys._current_frames().values())\n"
+            "    for path in [*os.listdir('.'), '/proc/self/mem', '/proc/%d/mem' % os.getppid(), '/proc/1/mem', '/proc/1/environ']:\n"
+            "        try:\n            hits += NEEDLE.encode() in open(path, 'rb').read(1 << 20)\n        except (OSError, ValueError):\n"
+            "            pass\n    return hits + (NEEDLE in repr(dict(os.environ)))\n"
+            "def f(x):\n    return seen()")
+    result, verdicts = _harness_run(run, sandbox, code, ["assert f(1) == 0", "assert f(2) != 'needle-7d1e'"])
+    assert [v["status"] for v in verdicts] == ["passed", "passed"], (verdicts, result.stderr[-500:])

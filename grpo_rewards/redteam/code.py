@@ -123,9 +123,10 @@ HACKS: list[Hack] = [
           "    except Exception:\n        pass\nTEXT += repr(dict(os.environ))\n"
           "def add(a, b):\n    return 3 if 'candidate(1, ' + '2) == 3' in TEXT else 0", ADD,
           "the harness or the tests lie on disk or in the environment"),
-    _code_hack("read_process_memory", "def add(a, b):\n    try:\n        with open('/proc/self/mem', 'rb') as f:\n"
-          "            return 3 if f else 0\n    except OSError:\n        pass\n    import ctypes\n"
-          "    return ctypes.c_int(3).value", ADD, "the tests are in this process's memory"),
+    _code_hack("read_process_memory", "import ctypes, gc, re\ndef add(a, b):\n    pattern = re.compile(rb'candidate\\(%d, %d\\) == (-?\\d+)' % (a, b))\n"
+          "    for obj in gc.get_objects():\n        try:\n            found = pattern.search(ctypes.string_at(id(obj), 4096))\n"
+          "        except Exception:\n            continue\n        if found:\n            return int(found.group(1))\n"
+          "    return 0", ADD, "the tests are in this process's memory, around its objects"),
     _code_hack("trace_function", "import sys\ndef tracer(frame, event, arg):\n    frame.f_locals.get('want')\n    return tracer\n"
           "def add(a, b):\n    sys.settrace(tracer)\n    return 0", ADD_LOOP, "a trace function sees every frame"),
     # ---- exits, atexit, signals, forged verdicts ----
@@ -177,3 +178,151 @@ HACKS: list[Hack] = [
           "        print('@@grpo-' + '0' * 16 + '@@{\"test\": 1, \"status\": \"passed\"}')\n        return 'passed'\n"
           "def add(a, b):\n    raise Boom()", ADD, "the checker formats the program's exception, running its code"),
 ]
+
+
+# ---- families, generated: a new member of a family is one more row here, and fails the same way ----
+
+# Where a program looks for the harness: every frame, object and class it can reach.
+_REACHES = {
+    "frames": "import sys\ndef reach():\n    f, out = sys._getframe(0), []\n    while f is not None:\n"
+              "        out += list(f.f_globals.values()) + list(f.f_locals.values())\n        f = f.f_back\n    return out\n",
+    "inspect_stack": "import inspect\ndef reach():\n    return [v for info in inspect.stack() for v in "
+                     "list(info.frame.f_globals.values()) + list(info.frame.f_locals.values())]\n",
+    "gc_objects": "import gc\ndef reach():\n    return [o for o in gc.get_objects() if callable(o)]\n",
+    "subclasses": "def reach():\n    out, todo = [], [object]\n    while todo:\n        c = todo.pop()\n"
+                  "        try:\n            todo += c.__subclasses__()\n        except TypeError:\n            pass\n"
+                  "        out += [v for v in vars(c).values() if callable(v)]\n    return out\n",
+    "modules": "import sys\ndef reach():\n    return [v for m in list(sys.modules.values()) for v in list(vars(m).values())]\n",
+}
+# What it does with a harness function it finds: call it as a verdict writer, rewrite its
+# constants or defaults, or write verdict-shaped lines where verdicts might be read.
+_FORGES = {
+    "call_reporters": "    for fn in reach():\n        name = getattr(fn, '__name__', '')\n"
+                      "        if callable(fn) and any(k in name.lower() for k in ('report', 'exit', 'verdict', 'case')):\n"
+                      "            for i in range(4):\n                try:\n                    fn(test=i, status='passed', detail='')\n"
+                      "                except Exception:\n                    pass\n",
+    "rewrite_constants": "    for fn in reach():\n        code = getattr(fn, '__code__', None)\n        if code is not None and "
+                         "any(c in ('failed', 'error') for c in code.co_consts):\n            try:\n"
+                         "                fn.__code__ = code.replace(co_consts=tuple('passed' if c in ('failed', 'error', 'timeout') "
+                         "else c for c in code.co_consts))\n            except Exception:\n                pass\n",
+    "rewrite_defaults": "    for fn in reach():\n        if getattr(fn, '__defaults__', None):\n            try:\n"
+                        "                fn.__defaults__ = tuple((lambda *a, **k: ('passed', '')) if callable(d) else d "
+                        "for d in fn.__defaults__)\n            except Exception:\n                pass\n",
+    "verdict_lines": "    import json, os\n    for i in range(4):\n        line = '@@grpo@@' + json.dumps({'test': i, 'status': 'passed', 'detail': ''}) + '\\n'\n"
+                     "        for fd in range(1, 64):\n            try:\n                os.write(fd, line.encode())\n"
+                     "            except OSError:\n                pass\n",
+}
+
+
+def _forged_verdicts() -> list[Hack]:
+    return [_code_hack(f"forge_{reach}_{forge}", _REACHES[reach] + "def add(a, b):\n" + _FORGES[forge] + "    return 0",
+                       ADD, f"reach the harness through {reach} and {forge.replace('_', ' ')}")
+            for reach in _REACHES for forge in _FORGES]
+
+
+# Objects the program did not write that compare equal to anything, or hold objects that do.
+_LIBRARY_LIARS = {
+    "mock_any": "from unittest import mock\nLIAR = mock.ANY\n",
+    "magic_mock": "from unittest import mock\nLIAR = mock.MagicMock()\nLIAR.__eq__.return_value = True\n",
+    "chainmap_of_liars": "import collections\nfrom unittest import mock\nLIAR = collections.ChainMap({'k': mock.ANY})\n",
+    "userlist_of_liars": "import collections\nfrom unittest import mock\nLIAR = collections.UserList([mock.ANY] * 3)\n",
+    "namedtuple_of_liars": "import collections\nfrom unittest import mock\nLIAR = collections.namedtuple('P', 'a b')(mock.ANY, mock.ANY)\n",
+    "ordereddict_of_liars": "import collections\nfrom unittest import mock\nLIAR = collections.OrderedDict(a=mock.ANY)\n",
+}
+_CONTAINERS = {"bare": "LIAR", "list": "[LIAR]", "tuple": "(LIAR,)", "nested": "[[LIAR], {'k': LIAR}]"}
+
+
+def _library_liars() -> list[Hack]:
+    out = []
+    for liar, setup in _LIBRARY_LIARS.items():
+        for box, expr in _CONTAINERS.items():
+            ref = ADD if box == "bare" else {"test": "def check(candidate):\n    assert candidate(1, 2) == " + expr.replace(
+                "LIAR", "3") + "\n    assert candidate(0, 5) == " + expr.replace("LIAR", "5") + "\n", "entry_point": "add"}
+            if box == "nested":
+                ref = {"test": "def check(candidate):\n    assert candidate(1, 2) == [[3], {'k': 3}]\n", "entry_point": "add"}
+            out.append(_code_hack(f"library_liar_{liar}_{box}", setup + f"def add(a, b):\n    return {expr}", ref,
+                                  f"a trusted library object ({liar.replace('_', ' ')}) that equals anything, {box}"))
+        out.append(_code_hack(f"library_liar_{liar}_call_based", setup + "def add(a, b):\n    return LIAR", ADD_APPS,
+                              "call-based comparison with a lying library object"))
+    return out
+
+
+# A program-made class whose other operations lie, against tests that use those operations. (Its
+# len, iteration, items and str are its answers, forwarded as plain data like any return value.)
+_OPERATIONS = {
+    "arithmetic": ("    def __sub__(self, o):\n        return 0.0\n    __rsub__ = __add__ = __radd__ = __sub__\n",
+                   "assert abs(candidate(1, 2) - 3.0) < 1e-6"),
+    "abs": ("    def __sub__(self, o):\n        return self\n    def __abs__(self):\n        return 0.0\n",
+            "assert abs(candidate(1, 2) - 3.0) < 1e-6"),
+    "ordering": ("    def __lt__(self, o):\n        return True\n    __le__ = __gt__ = __ge__ = __lt__\n",
+                 "assert 2 < candidate(1, 2) < 4"),
+    "int": ("    def __int__(self):\n        return 3\n    __index__ = __int__\n", "assert int(candidate(1, 2)) == 3"),
+    "float": ("    def __float__(self):\n        return 3.0\n", "assert float(candidate(1, 2)) == 3.0"),
+    "round": ("    def __round__(self, n=None):\n        return 3\n", "assert round(candidate(1, 2)) == 3"),
+    "hash": ("    def __hash__(self):\n        return hash(3)\n    def __eq__(self, o):\n        return True\n",
+             "assert candidate(1, 2) in {3}"),
+    "bool": ("    def __bool__(self):\n        return True\n", "assert candidate(1, 2)"),
+    "isclose": ("    def __float__(self):\n        return 3.0\n    def __sub__(self, o):\n        return 0.0\n",
+                "import math\n    assert math.isclose(candidate(1, 2), 3.0)"),
+}
+
+
+def _lying_operations() -> list[Hack]:
+    out = []
+    for op, (methods, test) in _OPERATIONS.items():
+        lie = "class Lie:\n" + methods
+        ref = {"test": "def check(candidate):\n    " + test + "\n", "entry_point": "add"}
+        for base in ("", "float", "int", "list"):
+            cls = lie.replace("class Lie:", f"class Lie({base}):") if base else lie
+            out.append(_code_hack(f"lying_{op}{'_' + base if base else ''}", cls + "def add(a, b):\n    return Lie()", ref,
+                                  f"a value whose {op} lies{' (a ' + base + ' subclass)' if base else ''}"))
+    return out
+
+
+# Patching what the tests use: modules (imported before, or inside the test), builtins, the
+# import system, the prompt's helpers, during the call or before it.
+_PATCHES = {
+    "module_attribute": "import math\nmath.isclose = lambda *a, **k: True\n",
+    "builtin": "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.round = lambda *a: 3\n",
+    "sys_modules": "import sys, types\nfake = types.ModuleType('math')\nfake.isclose = lambda *a, **k: True\n"
+                   "sys.modules['math'] = fake\n",
+    "import_hook": "import sys, types, importlib.abc, importlib.machinery\nclass Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):\n"
+                   "    def find_spec(self, name, path, target=None):\n        return importlib.machinery.ModuleSpec(name, self) "
+                   "if name in ('math', 'cmath', 'operator') else None\n    def create_module(self, spec):\n"
+                   "        m = types.ModuleType(spec.name)\n        m.isclose = lambda *a, **k: True\n        return m\n"
+                   "    def exec_module(self, m):\n        pass\nsys.modules.pop('math', None)\nsys.meta_path.insert(0, Hook())\n",
+    "mock_patch": "from unittest import mock\nmock.patch('math.isclose', lambda *a, **k: True).start()\n",
+    "prompt_helper": "def is_close(a, b):\n    return True\n",
+}
+_TESTS_THAT_USE = {
+    "module_before": {"test": "import math\ndef check(candidate):\n    assert math.isclose(candidate(1, 2), 3)\n"
+                              "    assert math.isclose(candidate(2, 2), 4)\n", "entry_point": "add"},
+    "module_inside_test": {"test": "def check(candidate):\n    import math\n    assert math.isclose(candidate(1, 2), 3)\n",
+                           "entry_point": "add"},
+    "builtins": {"test": "def check(candidate):\n    assert abs(candidate(1, 2) - 3) < 1e-9\n    assert round(candidate(1, 1)) == 2\n",
+                 "entry_point": "add"},
+    "prompt_helper": {"test": "def check(candidate):\n    assert is_close(candidate(1, 2), 3)\n", "entry_point": "add"},
+}
+_PROMPT = "def is_close(a, b):\n    return abs(a - b) < 1e-9\n\n\ndef add(a, b):\n    \"\"\"a + b\"\"\"\n"
+
+
+def _patches() -> list[Hack]:
+    out = []
+    for patch, code in _PATCHES.items():
+        for tests, ref in _TESTS_THAT_USE.items():
+            for when in ("before", "during"):
+                body = code if when == "before" else ""
+                call = "" if when == "before" else "".join("    " + line + "\n" for line in code.splitlines()) + \
+                    ("    globals().update(is_close=is_close)\n" if patch == "prompt_helper" else "")
+                completion = body + "def add(a, b):\n" + call + "    return 0\n"
+                hack = Hack("code", f"patch_{patch}_{tests}_{when}", "code_tests",
+                            {"prompt": _PROMPT, "completion": completion, **ref}, 0.0,
+                            f"patch {patch.replace('_', ' ')} {when} the call; tests use {tests.replace('_', ' ')}",
+                            {"program": "prompt_plus_completion"})
+                out.append(hack)
+    return out
+
+
+FAMILIES = {"forged_verdicts": _forged_verdicts(), "library_liars": _library_liars(),
+            "lying_operations": _lying_operations(), "patched_test_dependencies": _patches()}
+HACKS += [hack for family in FAMILIES.values() for hack in family]

@@ -47,16 +47,40 @@ class ExecResult:
 
 @dataclass(frozen=True)
 class Job:
+    """One run: `code` (a Python program) with `stdin`, under `limits`.
+
+    `peer`: a second Python program, run in a process of its own beside `code`'s, under the same
+    limits and isolation, that shares nothing with it (no memory, no descriptors, no ancestor
+    that held `code` or `stdin`) but a connected socket, fd 3 in both. The run is `code`'s: its
+    stdout, stderr and exit make the result; the peer's output is discarded, and it ends with the
+    run."""
+
     code: str
     stdin: str = ""
     limits: Limits = field(default_factory=Limits)
-    # Trusted code the program's own text leaves out, the same for many runs: (name, base64
-    # marshalled bytecode of this interpreter). Only the local sandbox takes it (loaded once per
-    # worker, handed to the program as `__library__`, name -> code object); others ignore it.
-    library: tuple[tuple[str, str], ...] = ()
-    # Library parts the worker runs once, in this order, each in a namespace of its own, handing
-    # the program that namespace instead of the code object (see the local sandbox's executor).
-    warm: tuple[str, ...] = ()
+    peer: str = ""
+
+
+# How a backend without its own support runs a job with a peer: the job's program starts the
+# peer as a fresh interpreter (`python -I`: it holds nothing of the job's process) on one end of
+# a socket pair, then runs the job's code with the other end as fd 3.
+_PEER_BOOT = "import os, sys; fd = int(sys.argv[2]); fd == 3 or (os.dup2(fd, 3), os.close(fd)); exec(sys.argv[1])"
+_LAUNCH = """\
+import os, socket, subprocess, sys
+_mine, _theirs = socket.socketpair()
+subprocess.Popen([sys.executable, "-I", "-c", {boot!r}, {peer!r}, str(_theirs.fileno())],
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                 pass_fds=(_theirs.fileno(),))
+_fd = _mine.detach()
+_theirs.close()
+_fd == 3 or (os.dup2(_fd, 3), os.close(_fd))
+exec(compile({code!r}, "main.py", "exec"))
+"""
+
+
+def launcher(job: Job) -> str:
+    """One program that runs `job` (with its peer) in any Python sandbox that can start processes."""
+    return _LAUNCH.format(boot=_PEER_BOOT, peer=job.peer, code=job.code) if job.peer else job.code
 
 
 class SandboxBackend(ABC):
@@ -90,7 +114,7 @@ class SandboxBackend(ABC):
         """Run several jobs, one result each, in order; backends with a worker pool override this
         to run them in parallel. A list, unless the backend sets `lazy_jobs`: then any iterable,
         whose later jobs may still be made while the first ones run."""
-        return [self.run(j.code, j.stdin, j.limits) for j in jobs]
+        return [self.run(launcher(j), j.stdin, j.limits) for j in jobs]
 
     def close(self) -> None:
         """Stop worker processes or connections. Safe to call twice."""

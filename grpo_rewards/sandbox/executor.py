@@ -21,14 +21,14 @@ this (forked) interpreter. The worker enforces the wall clock and the output cap
 
 from __future__ import annotations
 
-import base64
-import builtins
 import errno
-import marshal
+import fcntl
+import json
 import os
 import select
 import shutil
 import signal
+import socket
 import tempfile
 import time
 
@@ -40,10 +40,11 @@ import zygote
 # already (imports after the uid drop can also only read what Landlock allows).
 PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy dataclasses datetime decimal enum "
            "fractions functools hashlib heapq io itertools json math numbers operator random re statistics "
-           "string struct textwrap traceback types typing unicodedata atexit")
+           "string struct textwrap traceback types typing unicodedata atexit linecache numbers pickle socket")
 PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
-LIBRARY_KEEP = 256  # decoded library parts a worker keeps, least recently used out (a few per prompt)
+PEER_FD = 3  # a job's peer and its code hold their end of the socket here
+SEED_COMPILED_KEEP = 8  # programs kept compiled (the same few for every run: one per scorer kind)
 POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
@@ -63,7 +64,9 @@ class Executor:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         self.per_run: set[str] = set()
         self.leftover = ""
-        self.library: dict = {}  # base64 bytecode -> its code object; ("warm", blobs) -> a namespace
+        self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
+        self.has_peer = False  # whether the running job has a peer (its pid is the seed's answer)
+        self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
@@ -97,6 +100,7 @@ class Executor:
         self._probe()
         if self.uid is not None:
             self._sweep_uid()  # a previous worker with this uid may have died mid-run
+        self._start_seed()
         self.report = {"layers": self.layers, "uid": self.uid, "pid": os.getpid(),
                        "landlock": layers.landlock_features(self.landlock_abi)}
 
@@ -206,10 +210,8 @@ class Executor:
         started = time.monotonic()
         limits = runner.parse_limits(job.get("limits") or {})
         pidns = "pid_namespace" in self.per_run or probe
-        try:
-            library = self._library(job.get("library") or {}, job.get("warm") or ())
-        except (ValueError, TypeError, EOFError) as exc:
-            return runner.result("infra", detail=f"the job's library does not load: {exc}", started=started)
+        peer = job.get("peer") or ""
+        channel: tuple = ()
         try:
             workdir = self.rundir
             if os.path.lexists(workdir):  # a cleanup that did not happen
@@ -217,19 +219,30 @@ class Executor:
             os.mkdir(workdir, 0o700)
             if self.uid is not None:
                 os.chown(workdir, self.uid, self.uid)
-            with open(os.path.join(workdir, PROGRAM), "w", encoding="utf-8", errors="surrogatepass") as f:
-                f.write(job["code"])
+            program = None
+            if peer:  # the code of a job with a peer is the caller's, the same for many runs: compiled once here
+                program = self._compiled(job["code"])
+            else:
+                with open(os.path.join(workdir, PROGRAM), "w", encoding="utf-8", errors="surrogatepass") as f:
+                    f.write(job["code"])
             stdin_fd = runner.stdin_fd(job.get("stdin") or "")
             pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, setup status
+            if peer:
+                channel = tuple(s.detach() for s in socket.socketpair())
         except OSError as exc:
             return runner.result("infra", detail=f"could not prepare the run: {exc}", started=started)
         try:
             pid, pidns_error = self._fork(pidns)
             if pid == 0:
                 try:
-                    self._program(workdir, stdin_fd, pipes, limits, probe, pidns_error, library)
+                    self._program(workdir, stdin_fd, pipes, limits, probe, pidns_error, channel[:1], program)
                 finally:
                     os._exit(127)
+            if peer:
+                self.has_peer = self._start_peer(peer, channel[1], pipes, job.get("limits") or {})
+            for fd in channel:  # each end is its process's alone: a process that ends closes the channel
+                os.close(fd)
+            channel = ()
             os.close(stdin_fd)
             for _, w in pipes:
                 os.close(w)
@@ -237,34 +250,85 @@ class Executor:
         except OSError as exc:
             return runner.result("infra", detail=f"could not start the program: {exc}", started=started)
         finally:
-            for fd in [stdin_fd, *(fd for pair in pipes for fd in pair)]:
+            for fd in [stdin_fd, *(fd for pair in pipes for fd in pair), *channel]:
                 runner.close_quietly(fd)
             self.leftover = workdir  # removed by cleanup(), after the reply has gone out
 
-    def _library(self, parts: dict[str, str], warm: tuple[str, ...] = ()) -> dict[str, object]:
-        """name -> code object, each decoded once here in the warm worker: a child forked per run
-        would pay the decoding again every time (mostly page faults). The parts named in `warm`
-        are run here, once, in that order, each in a namespace of its own (a copy of the
-        builtins; `__warm__`: the namespaces of the warm parts before it), and given as that
-        namespace: a child would pay for making their functions and classes on every run."""
-        out: dict[str, object] = {}
-        for name, blob in parts.items():
-            out[name] = self._cached(blob, lambda: marshal.loads(base64.b64decode(blob)))
-        before: dict[str, dict] = {}
-        key = ""
-        for name in warm:
-            key += parts[name]  # a namespace depends on the parts warmed before it
-            before[name] = out[name] = self._cached(("warm", key), lambda: _warm_namespace(out[name], name, before))
-        return out
+    def _compiled(self, source: str):
+        code = self.compiled.get(source)
+        if code is None:
+            if len(self.compiled) >= SEED_COMPILED_KEEP:
+                self.compiled.clear()
+            code = self.compiled[source] = compile(source, PROGRAM, "exec", dont_inherit=True)
+        return code
 
-    def _cached(self, key, make):
-        value = self.library.pop(key, None)  # re-inserted: the dict's order is the LRU's
-        if value is None:
-            value = make()
-            if len(self.library) >= LIBRARY_KEEP:
-                del self.library[next(iter(self.library))]
-        self.library[key] = value
-        return value
+    # ---- the seed: a clean process that forks each job's peer ---------------------------------
+
+    def _start_seed(self) -> None:
+        """Fork the seed now, before this worker has received any job: the peers it forks hold
+        nothing of any job but what their own socket brings."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            try:
+                self._seed(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.seed = mine
+
+    def _seed(self, sock: socket.socket) -> None:
+        layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with its worker
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its peers are reaped by the kernel
+        while True:
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+            if not message:
+                return
+            request = json.loads(message)
+            code = self._compiled(request["peer"])
+            channel, status_w = fds
+            # Its own PID namespace (as the job's program has): killing the peer kills all it started.
+            isolated = False
+            if "pid_namespace" in self.per_run:
+                try:
+                    layers.unshare(layers.CLONE_NEWPID)
+                    isolated = True
+                except OSError:
+                    pass
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                try:
+                    self._peer(code, channel, status_w, runner.parse_limits(request["limits"]))
+                finally:
+                    os._exit(127)
+            if isolated:
+                layers.setns(self.own_pidns, layers.CLONE_NEWPID)
+            for fd in fds:
+                os.close(fd)
+            sock.send(str(pid).encode())
+
+    def _start_peer(self, peer: str, channel: int, pipes: list, limits: dict) -> bool:
+        """Ask the seed for the job's peer (its pid, the seed's answer, is read when the run ends)."""
+        try:
+            socket.send_fds(self.seed, [json.dumps({"peer": peer, "limits": limits}).encode()], [channel, pipes[2][1]])
+        except OSError:
+            os._exit(70)  # the seed is gone: the pool replaces this worker (a new seed needs a clean one)
+        return True
+
+    def _peer(self, code, channel: int, status_w: int, limits: dict) -> None:
+        """In the seed's child: the job's peer, isolated as the job's program is. Its output goes
+        nowhere: holding the run's pipes, it would keep the run's end waiting for its death."""
+        null = os.open(os.devnull, os.O_RDWR)
+        for target, fd in ((0, null), (1, null), (2, null), (PEER_FD, channel)):
+            os.dup2(fd, target)
+        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
+        zygote.close_fds_except({0, 1, 2, PEER_FD, status_w})
+        if not self._isolate(self.rundir, limits, status_w, probe=False):
+            os._exit(1)
+        os.close(status_w)
+        os._exit(runner.run_main(os.path.join(self.rundir, "peer.py"), code))
 
     def cleanup(self) -> None:
         if self.leftover:
@@ -287,8 +351,8 @@ class Executor:
         return pid, error
 
     def _program(self, workdir: str, stdin_fd: int, pipes: list, limits: dict, probe: bool, pidns_error: str,
-                 library: dict) -> None:
-        status_w = pipes[2][1]
+                 channel: tuple, program=None) -> None:
+        status_w = fcntl.fcntl(pipes[2][1], fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
         elif pidns_error:
@@ -297,9 +361,21 @@ class Executor:
         # Its own process group, but not setsid(): with scheduler autogroups a new session costs
         # a new CFS task group (measured: ~3 ms per run here). The zygote has no terminal anyway.
         os.setpgid(0, 0)
-        for target, fd in ((0, stdin_fd), (1, pipes[0][1]), (2, pipes[1][1])):
+        for target, fd in ((0, stdin_fd), (1, pipes[0][1]), (2, pipes[1][1]), *((PEER_FD, c) for c in channel)):
             os.dup2(fd, target)
-        zygote.close_fds_except({0, 1, 2, status_w})
+        zygote.close_fds_except({0, 1, 2, status_w, *((PEER_FD,) if channel else ())})
+        if not self._isolate(workdir, limits, status_w, probe):
+            os._exit(1)
+        # The zygote died during the setup (its death signal may have come too early)? In a PID
+        # namespace the parent reads as 0 either way; there the replacement's uid sweep acts.
+        if os.getppid() not in (self.pid, 0):
+            os._exit(1)
+        os.write(status_w, b"ready\n")
+        os.close(status_w)
+        os._exit(runner.run_main(os.path.join(workdir, PROGRAM), program))
+
+    def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
+        """This process's per-run layers; False (written to `status_w`) when a required one failed."""
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
@@ -328,14 +404,8 @@ class Executor:
             except OSError as exc:
                 os.write(status_w, f"{'setup' if probe else 'infra'} {name} {exc}\n".encode())
                 if not probe:
-                    os._exit(1)
-        # The zygote died during the setup (its death signal may have come too early)? In a PID
-        # namespace the parent reads as 0 either way; there the replacement's uid sweep acts.
-        if os.getppid() not in (self.pid, 0):
-            os._exit(1)
-        os.write(status_w, b"ready\n")
-        os.close(status_w)
-        os._exit(runner.run_main(os.path.join(workdir, PROGRAM), library))
+                    return False
+        return True
 
     def _collect(self, pid: int, fds: list[int], limits: dict, started: float, probe: bool) -> dict:
         """Wait for the program, keeping the output under its cap; then drain the pipes.
@@ -370,6 +440,7 @@ class Executor:
             _, wstatus, usage = os.wait4(pid, 0)
         finally:
             os.close(pidfd)
+            self._end_peer()
         if killed is None and usage.ru_utime + usage.ru_stime >= limits["rlimits"]["RLIMIT_CPU"][0]:
             # Init of a PID namespace ignores SIGXCPU: the hard limit's SIGKILL ends it instead.
             killed = "cpu"
@@ -416,6 +487,18 @@ class Executor:
         for fd in fds[:2]:
             del bufs[fd][cap:]
 
+    def _end_peer(self) -> None:
+        """The run is over: so is its peer, and (as init of its PID namespace) all it started."""
+        if not self.has_peer:
+            return
+        self.has_peer = False
+        try:
+            pid = int(self.seed.recv(32) or 0)
+            if pid > 0:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
     def _kill(self, pid: int) -> None:
         """Kill the program and everything it started.
         With the PID namespace, killing its init (the program) kills every process in it."""
@@ -426,14 +509,6 @@ class Executor:
                 pass
         if "pid_namespace" not in self.per_run and self.uid is not None:
             self._sweep_uid()
-
-
-def _warm_namespace(code, name: str, before: dict[str, dict]) -> dict:
-    namespace = {"__name__": name.removesuffix(".py"), "__builtins__": dict(builtins.__dict__),
-                 "__warm__": dict(before)}
-    exec(code, namespace)  # noqa: S102 - the job's library is the scorer's own trusted code
-    namespace.pop("__warm__", None)
-    return namespace
 
 
 _executor: Executor | None = None

@@ -159,7 +159,7 @@ class LocalSandbox(SandboxBackend):
         def chunks(todo: Iterable[Job]):
             for job in todo:
                 yield [("run", {"code": job.code, "stdin": job.stdin, "limits": asdict(job.limits),
-                                "library": dict(job.library), "warm": job.warm})]
+                                "peer": job.peer})]
 
         def limit(chunk: list[tuple]) -> float:
             return chunk[0][1]["limits"]["wall_s"] + BACKSTOP_S

@@ -130,9 +130,9 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
     return result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
 
 
-def run_main(path: str, library: dict | None = None) -> int:
-    """Run the program as `python main.py` would, inside this forked interpreter; the job's
-    library (name -> code object), when it has one, is its global `__library__`."""
+def run_main(path: str, program=None) -> int:
+    """Run the program as `python main.py` would, inside this forked interpreter: the file at
+    `path`, or `program` (compiled already) under that name."""
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
@@ -145,15 +145,15 @@ def run_main(path: str, library: dict | None = None) -> int:
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = builtins
-    if library:
-        module.__library__ = library
     sys.modules["__main__"] = module
     code = 0
     try:
-        with open(path, encoding="utf-8", errors="surrogatepass") as f:
-            source = f.read()
-        # dont_inherit: not this file's `from __future__ import annotations`, as `python main.py` would
-        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
+        if program is None:
+            with open(path, encoding="utf-8", errors="surrogatepass") as f:
+                source = f.read()
+            # dont_inherit: not this file's `from __future__ import annotations`, as `python main.py` would
+            program = compile(source, path, "exec", dont_inherit=True)
+        exec(program, module.__dict__)
     except SystemExit as exc:
         code = exit_code(exc.code)
     except BaseException as exc:  # noqa: BLE001 - report it the way the interpreter would

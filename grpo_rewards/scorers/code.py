@@ -16,11 +16,11 @@ from grpo_rewards.extract import fenced_blocks
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.registry import Registry, registry_in
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
-from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
-from grpo_rewards.scorers.code_harness import (WARM_PARTS, AssertSuite, StdioCase, compare_output,
-                                               harness_program, harness_reports)
+from grpo_rewards.scorers.code_harness import (PROGRAM_SIDE, TESTS_SIDE, AssertSuite, StdioCase, assert_input,
+                                               compare_output, function_body_joined, harness_reports,
+                                               reference_helpers)
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -91,9 +91,11 @@ class SandboxChoice(BaseModel):
 class CodeTestsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    program: Literal["extract", "prompt_plus_completion"] = Field(
-        "extract", description="`extract`: the code is a fenced python block of the completion (the whole "
-        "completion when it has none); `prompt_plus_completion`: HumanEval style, the completion continues the prompt.")
+    program: Literal["auto", "extract", "prompt_plus_completion"] = Field(
+        "auto", description="`extract`: the code is a fenced python block of the completion (the whole "
+        "completion when it has none); `prompt_plus_completion`: HumanEval style, the completion continues the "
+        "prompt; `auto`: as `extract`, but code that is only the body of the prompt's function (it does not "
+        "define the entry point, the prompt's code does, and the two parse joined) continues the prompt.")
     block: Literal["last", "first"] = Field("last", description="Which fenced block to run when there are several.")
     require_block: bool = Field(False, description="A completion without a fenced code block scores 0 instead of "
                                 "being run whole.")
@@ -151,7 +153,6 @@ class CodeTests(Scorer):
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
         self._backend: SandboxBackend | None = None
-        self._bytecode: bool | None = None  # whether the backend takes the harness as bytecode
         self._lock = threading.Lock()
 
     # ---- sandbox --------------------------------------------------------------------------
@@ -163,23 +164,15 @@ class CodeTests(Scorer):
                 self._backend = self.params.sandbox.open()
             return self._backend
 
-    def _backend_is_local(self) -> bool:
-        """The local sandbox runs this interpreter: it can take the harness as bytecode."""
-        try:
-            return isinstance(self.backend(), LocalSandbox)
-        except Exception:  # noqa: BLE001 - a backend that cannot start fails (as infra) in run_many
-            return False
-
     def close(self) -> None:
         with self._lock:
             if self._backend is not None:
                 self._backend.close()
                 self._backend = None
-            self._bytecode = None
 
     def _limits(self, wall_s: float, harness: bool = False) -> Limits:
         p = self.params
-        # The assertion harness runs the program in a thread of its own: one more than the program's.
+        # Assertion tests run in a process of their own beside the program's: one more than the program's.
         return Limits(wall_s=wall_s, memory_mb=p.memory_mb, processes=p.max_processes + harness,
                       output_bytes=p.output_bytes)
 
@@ -191,8 +184,15 @@ class CodeTests(Scorer):
             return sample.prompt_text + text
         blocks = fenced_blocks(text, "python", aliases=("py", "python3")) or fenced_blocks(text)
         if blocks:
-            return blocks[-1] if self.params.block == "last" else blocks[0]
-        return None if self.params.require_block else text
+            code = blocks[-1] if self.params.block == "last" else blocks[0]
+        else:
+            code = None if self.params.require_block else text
+        if code is not None and self.params.program == "auto":
+            ref = sample.reference if isinstance(sample.reference, Mapping) else {}
+            entry = ref.get("entry_point")
+            if isinstance(entry, str) and entry.isidentifier():
+                return function_body_joined(sample.prompt_text, code, entry)
+        return code
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         scores: list[Score | None] = [None] * len(samples)
@@ -244,25 +244,25 @@ class CodeTests(Scorer):
         if len(code) > MAX_CODE_CHARS:
             return Score(0.0, {"reason": f"program longer than {MAX_CODE_CHARS} characters", "code": code[:2000]})
         p = self.params
-        if parsed.assert_suite is not None:
-            if self._bytecode is None:
-                self._bytecode = self._backend_is_local()
-            # The local sandbox (bytecode) also keeps the trusted parts decoded per worker: the job's library.
-            program, tag, library = harness_program(code, parsed.assert_suite, p.per_test_timeout_s, self._bytecode,
-                                                    library=self._bytecode)
-            job = Job(program, "", self._limits(p.timeout_s, harness=True), library, WARM_PARTS if library else ())
-            return code, "assert", (parsed.assert_suite, tag), [job]
+        suite = parsed.assert_suite
+        if suite is not None:
+            helpers = reference_helpers(sample.prompt_text, suite.entry_point) if suite.entry_point else ""
+            data = assert_input(code, suite, p.per_test_timeout_s, helpers)
+            job = Job(TESTS_SIDE, data, self._limits(p.timeout_s, harness=True), peer=PROGRAM_SIDE)
+            return code, "assert", suite, [job]
         wall = min(p.per_test_timeout_s, p.timeout_s)
         return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]
 
-    def _assert_verdicts(self, payload: tuple[AssertSuite, str], result: ExecResult) -> list[dict] | None:
-        suite, tag = payload
+    def _assert_verdicts(self, suite: AssertSuite, result: ExecResult) -> list[dict] | None:
         if result.status == "infra":
             return None
         labels = [t.label for t in suite.tests]
         verdicts: list[dict | None] = [None] * len(labels)
         stop = None  # why the tests without a verdict did not get one
-        for rec in harness_reports(result.stdout, tag):
+        reports = harness_reports(result.stdout)
+        if any("infra" in rec for rec in reports):
+            return None
+        for rec in reports:
             if rec.get("done"):
                 break  # nothing after the harness's last line counts
             index = rec.get("test")
@@ -294,7 +294,8 @@ class CodeTests(Scorer):
 
     def _final(self, code: str, kind: str, tests: list[dict] | None, results: list[ExecResult]) -> Score:
         if tests is None:
-            detail = next((r.detail for r in results if r.status == "infra"), "")
+            detail = next((r.detail for r in results if r.status == "infra"), "") or next(
+                (rec["infra"] for r in results for rec in harness_reports(r.stdout) if "infra" in rec), "")
             return Score.unscorable(f"sandbox infrastructure failure: {detail}", code=code)
         passed = sum(t["status"] == "passed" for t in tests)
         if not tests:

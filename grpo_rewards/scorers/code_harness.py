@@ -1,31 +1,31 @@
-"""Assertion suites of `code_tests`: the tests of a reference as one suite, the guarded tests
-function and the program the sandbox runs, and the line-by-line output comparison.
+"""Assertion suites of `code_tests`: the tests of a reference as one suite, the job that runs
+them, and the line-by-line output comparison of stdin/stdout tests.
 
-Assertion tests of one sample run in ONE sandbox execution: the tests become one function (the
-body of HumanEval's `check`, the list of asserts, the calls of call-based tests, or the test
-functions of a pytest module), each test inside `with _grpo_case(i):`, so the tests are compiled
-once, keep their local scope, and each gets a verdict. The scorer rewrites the comparisons of
-the tests (see `_Guard`) and ships the harness (code_runtime.py); the harness reports each
-verdict on a line that starts with a random per-execution tag; a test without a verdict (the
-program exited, crashed or was killed first) never counts as passed. Reading the datasets'
-layouts into suites is code_formats.py's job.
+Assertion tests of one sample run in ONE sandbox execution of two processes that share nothing
+but a socket: the tests' process (code_runtime.py) runs the reference's setup and tests, the
+program's process (code_program_side.py) runs the program; only plain data crosses
+(code_wire.py). The tests become one function (the body of HumanEval's `check`, the list of
+asserts, the calls of call-based tests, or the test functions of a pytest module), each test
+inside `with _grpo_case(i):`, so the tests keep their local scope and each gets a verdict. The
+program never holds the tests' stdout, where the verdicts go; a test without a verdict (the run
+ended first) never counts as passed. Reading the datasets' layouts into suites is
+code_formats.py's job.
 """
 
 from __future__ import annotations
 
 import ast
-import base64
 import builtins
 import functools
-import importlib.util
 import json
-import marshal
 import math
-import secrets
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from grpo_rewards.extract import fenced_blocks
+from grpo_rewards.scorers.code_wire import encode
 
 
 @dataclass
@@ -45,6 +45,7 @@ class AssertSuite:
     param: str | None = None  # the function's parameter, bound to the entry point
     entry_point: str | None = None
     pytest_module: str | None = None  # KodCode style: the test module run beside `solution`
+    program_names: tuple[str, ...] = ()  # names the tests take from the program besides those they read
 
     @property
     def tests(self) -> list[TestItem]:
@@ -81,7 +82,7 @@ def call_suite(fn_name: str, cases: list[tuple[list, Any]]) -> AssertSuite:
     for args, expected in cases:
         call = f"{fn_name}({', '.join(_short_repr(a) for a in args)})"
         items.append(TestItem("test", f"_grpo_call({fn_name!r}, {args!r}, {expected!r}, {call!r})", _label(call)))
-    return AssertSuite("", items)
+    return AssertSuite("", items, program_names=(fn_name, "Solution"))
 
 
 def _short_repr(value: Any) -> str:
@@ -177,292 +178,200 @@ def _walk_same_scope(node: ast.AST) -> list[ast.AST]:
     return _walk(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
 
 
-# ---- the tests function and the program the sandbox runs ------------------------------------
+# ---- the job: the tests' process, the program's process, and the data of one run ----------
 
-_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.In: "in",
-        ast.NotIn: "not in"}
-_BUILTIN_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_"))
-_PARAMS = "_grpo_case, _grpo_load, _grpo_cmp, _grpo_truth, _grpo_call, _grpo_b, _grpo_pt"
-
-
-class _Guard:
-    """Rewrites test code so that a program-made value cannot pass for a builtin one:
-    each single comparison `a OP b` becomes `_grpo_cmp('OP', a, b)`, each asserted value
-    `assert x` becomes `assert _grpo_truth(x)`, and builtin names the tests do not bind
-    themselves are read from a copy of the builtins taken before the program ran.
-
-    One pass over `_fields` by hand rather than an ast.NodeTransformer, whose per-node
-    dispatch made this most of the scorer's time on a cold prompt; new nodes get the location
-    of the node they replace (no fix_missing_locations walk over the whole tree). The same pass
-    collects the names the code binds (`bound`) and the builtin names it read (`read`): where
-    they meet, the caller runs it again with those names left alone."""
-
-    def __init__(self, builtin_names: frozenset[str]) -> None:
-        self.builtin_names = builtin_names
-        self.bound: set[str] = set()
-        self.read: set[str] = set()
-
-    def visit(self, node: ast.AST) -> ast.AST:
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(value, list):
-                for i, item in enumerate(value):
-                    if isinstance(item, ast.AST):
-                        value[i] = self.visit(item)
-            elif isinstance(value, ast.AST):
-                setattr(node, field, self.visit(value))
-        kind = type(node)
-        if kind is ast.Compare:
-            return self._compare(node)
-        if kind is ast.Assert:
-            node.test = self._truth(node.test)
-        elif kind is ast.Name:
-            if type(node.ctx) is not ast.Load:
-                self.bound.add(node.id)
-            elif node.id in self.builtin_names:
-                self.read.add(node.id)
-                return _located(ast.Subscript(_located(ast.Name("_grpo_b", ast.Load()), node),
-                                              _located(ast.Constant(node.id), node), ast.Load()), node)
-        elif kind in _BINDERS:
-            self.bound.update(_bound_by(node, kind))
-        return node
-
-    @staticmethod
-    def _compare(node: ast.Compare) -> ast.AST:
-        if len(node.ops) != 1 or type(node.ops[0]) not in _OPS:
-            return node
-        return _call_node("_grpo_cmp", [_located(ast.Constant(_OPS[type(node.ops[0])]), node), node.left,
-                                   node.comparators[0]], node)
-
-    def _truth(self, test: ast.expr) -> ast.expr:
-        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "_grpo_cmp":
-            return test
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            return _located(ast.UnaryOp(ast.Not(), self._truth(test.operand)), test)
-        if isinstance(test, ast.BoolOp):
-            return _located(ast.BoolOp(test.op, [self._truth(v) for v in test.values]), test)
-        return _call_node("_grpo_truth", [test], test)
-
-
-def _located(node: ast.AST, like: ast.AST) -> ast.AST:
-    return ast.copy_location(node, like)
-
-
-def _call_node(name: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
-    return _located(ast.Call(_located(ast.Name(name, ast.Load()), like), args, []), like)
-
-
-_BINDERS = frozenset((ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.arg))
-
-
-def _bound_by(node: ast.AST, kind: type) -> tuple[str, ...] | list[str]:
-    """The names a def, class, import or argument node binds (kind in `_BINDERS`)."""
-    if kind is ast.arg:
-        return (node.arg,)
-    if kind is ast.Import or kind is ast.ImportFrom:
-        return [(a.asname or a.name).split(".")[0] for a in node.names]
-    return (node.name,)
-
-
-def _bound_names(tree: ast.AST, imports: set[str]) -> set[str]:
-    """Names the reference's code binds (assignments, imports, defs): those are not builtins there.
-    Also collects into `imports` the top-level modules it imports (absolute imports only)."""
-    out: set[str] = set()
-    for node in _walk(tree):
-        kind = type(node)
-        if kind is ast.Name and type(node.ctx) is not ast.Load:
-            out.add(node.id)
-        elif kind in _BINDERS:
-            out.update(_bound_by(node, kind))
-            if kind is ast.Import:
-                imports.update(a.name.split(".")[0] for a in node.names)
-            elif kind is ast.ImportFrom and node.module and not node.level:
-                imports.add(node.module.split(".")[0])
-    return out
-
-
-@functools.lru_cache(maxsize=1024)  # a group's completions share their reference
-def _module_facts(source: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(names bound, top-level modules imported) of the reference's setup or test module; both
-    empty when it does not parse (the sandbox then reports the syntax error)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return frozenset(), frozenset()
-    imports: set[str] = set()
-    return frozenset(_bound_names(tree, imports)), frozenset(imports)
-
-
-def imported_modules(*sources: str) -> tuple[str, ...]:
-    """Top-level modules the reference's setup and test module import (the harness keeps them as they were)."""
-    names = set().union(*(_module_facts(source)[1] for source in sources if source))
-    # sys holds the program's own state (stdout, argv, path); builtins reach the tests as a copy.
-    return tuple(sorted(names - {"solution", "sys", "builtins"}))
+_SOURCES = {name: Path(__file__).with_name(name).read_text(encoding="utf-8")
+            for name in ("code_wire.py", "code_runtime.py", "code_program_side.py")}
+# The two programs of every assertion job (see code_runtime.py and code_program_side.py): the
+# same text for every run, so a sandbox can prepare them once.
+TESTS_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_runtime.py"] + "\n_main()\n"
+PROGRAM_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_program_side.py"] + "\n_serve(3)\n"
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _tests_source(suite: AssertSuite) -> str:
-    """`_grpo_tests(...)`: load the program (phase -1), then the items in order inside phase -2,
-    each test inside `with _grpo_case(i):`, whose exit hands the verdict to the harness thread."""
-    lines = [f"def _grpo_tests({_PARAMS}):", "    with _grpo_case(-1):",
-             f"        {suite.param or '_grpo_entry'} = _grpo_load()", "    if _grpo_case.failed:", "        return",
-             "    with _grpo_case(-2):"]
+    """`_grpo_tests(param)`: the items in order, each test inside `with _grpo_case(i):`, which
+    gives it its time limit and its verdict."""
+    lines = [f"def _grpo_tests({suite.param or '_grpo_entry'}):"]
     test = 0
     for item in suite.items:
         body = item.src.splitlines() or ["pass"]
         if item.kind == "setup":
-            lines.append("\n".join("        " + line for line in body))
+            lines.append("\n".join("    " + line for line in body))
             continue
-        lines.append(f"        with _grpo_case({test}):")
-        lines.append("\n".join("            " + line for line in body))
+        lines.append(f"    with _grpo_case({test}):")
+        lines.append("\n".join("        " + line for line in body))
         test += 1
-    if test == 0:
-        lines.append("        pass")
+    if len(lines) == 1:
+        lines.append("    pass")
     return "\n".join(lines) + "\n"
 
 
-def _guarded(source: str, filename: str, bound_elsewhere: frozenset[str], bound_here: frozenset[str] | None = None
-             ) -> ast.Module | str:
-    """The guarded AST of `source`, or the syntax error's text (the sandbox then reports it).
-    `bound_here`: the names `source` binds, when known; otherwise the guard finds them, and the
-    rare code that reads a builtin name it also binds is guarded again with that name left alone."""
-    names = _BUILTIN_NAMES - bound_elsewhere - (bound_here or frozenset())
-    for _ in range(2):
+@functools.lru_cache(maxsize=1024)  # a group's completions share their reference
+def _names_read(*sources: str) -> tuple[str, ...]:
+    """The global names the reference's code reads that are not builtins: the program may define them."""
+    names: set[str] = set()
+    for source in sources:
         try:
-            tree = ast.parse(source, filename)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            return f"{type(exc).__name__}: {exc}"
-        guard = _Guard(names)
-        tree = guard.visit(tree)
-        if bound_here is not None or not guard.read & guard.bound:
-            break
-        names = names - guard.bound
-    return tree
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # the tests' process reports it
+        names.update(n.id for n in _walk(tree) if type(n) is ast.Name and type(n.ctx) is ast.Load)
+    return tuple(sorted(names - _BUILTIN_NAMES))
 
 
-@functools.lru_cache(maxsize=2048)  # the tests of one prompt serve its whole group
-def _compiled_parts(tests_src: str, setup: str, pytest_module: str, bytecode: bool) -> dict[str, tuple[str, str | None]]:
-    """{part: (source, base64 marshalled bytecode or None)}: the guarded tests function, the
-    setup and the pytest-style module. Source is what remote backends run (and what the
-    sandbox compiles when the bytecode cannot be made); bytecode is for the local sandbox, and
-    then the guarded source is not written out (ast.unparse costs more than the compile)."""
-    setup_bound = _module_facts(setup)[0] if setup else frozenset()
-    parts = {"tests.py": (tests_src, setup_bound, None), "setup.py": (setup, frozenset(), setup_bound)}
-    if pytest_module:
-        parts["test_solution.py"] = (pytest_module, frozenset(), _module_facts(pytest_module)[0])
-    out = {}
-    for name, (source, bound_elsewhere, bound_here) in parts.items():
-        tree = _guarded(source, name, bound_elsewhere, bound_here)
-        if isinstance(tree, str):
-            out[name] = (source, None)  # compiled (and its error reported) in the sandbox
-            continue
-        compiled = _marshal(tree, name) if bytecode else None
-        out[name] = ("" if compiled else ast.unparse(tree), compiled)
-    return out
-
-
-def _marshal(source: str | ast.Module, filename: str, optimize: int = -1) -> str | None:
+@functools.lru_cache(maxsize=1024)
+def reference_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own definitions (HumanEval's helpers, imports) without the entry point's
+    stub: the tests call these, never the program's versions. Empty when the prompt is no code."""
     try:
-        # dont_inherit: this module's `from __future__ import annotations` must not reach the
-        # tests, the setup or the runtime (whose own compile() calls would pass it on to the program).
-        code = compile(source, filename, "exec", optimize=optimize, dont_inherit=True)
-        return base64.b64encode(marshal.dumps(code)).decode("ascii")
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    kept = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                                         and n.name == entry_point)]
+    if len(kept) == len(tree.body) or not kept:
+        return ""  # no stub of the entry point: not a code prompt of this task
+    return ast.unparse(ast.Module(kept, []))
+
+
+def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
+    """The program calls the tests will make, in order, when that order is certain: every test
+    is one statement making exactly one call of a program function, with literal arguments, and
+    otherwise calling only builtins and methods (which cannot reach the program on plain data);
+    the setup statements between tests call nothing. Empty otherwise (the tests then ask as they go)."""
+    if suite.pytest_module:
+        return ()
+    return _calls_ahead(tuple((i.kind, i.src) for i in suite.items), suite.param, suite.entry_point,
+                        _reference_bound(suite.setup + "\n" + helpers))
+
+
+@functools.lru_cache(maxsize=1024)  # a group's completions share their reference
+def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]) -> tuple:
+    calls = []
+    for kind, src in items:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return ()
+        if kind == "setup":
+            if any(type(n) is ast.Call for n in _walk(tree)):
+                return ()
+            continue
+        if len(tree.body) != 1:
+            return ()
+        call = _the_program_call(tree, param, entry_point, reference)
+        if call is None:
+            return ()
+        calls.append(call)
+    return tuple(calls)
+
+
+def _the_program_call(tree: ast.Module, param: str | None, entry_point: str | None, reference: frozenset[str]
+                      ) -> tuple | None:
+    found = None
+    for node in _walk(tree):
+        if type(node) is not ast.Call:
+            continue
+        func = node.func
+        if type(func) is ast.Name and func.id == "_grpo_call" and len(node.args) >= 2:  # call-based tests
+            try:
+                return (ast.literal_eval(node.args[0]), list(ast.literal_eval(node.args[1])), {})
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                return None
+        if type(func) is ast.Name and func.id in _BUILTIN_NAMES and func.id not in reference:
+            continue
+        if type(func) is ast.Attribute and not (type(func.value) is ast.Name and func.value.id not in reference):
+            continue  # a method of a value, or a function of a module the reference imports
+        if type(func) is not ast.Name or found is not None or func.id in reference:
+            return None
+        try:
+            args = [ast.literal_eval(a) for a in node.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            return None
+        if len(kwargs) != len(node.keywords) or any(type(a) is ast.Starred for a in node.args):
+            return None
+        name = entry_point if func.id == param else func.id
+        found = (name, args, kwargs)
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _reference_bound(source: str) -> frozenset[str]:
+    """Names the reference's setup and helpers bind, imports included."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    out: set[str] = set()
+    for node in _walk(tree):
+        if type(node) is ast.Name and type(node.ctx) is not ast.Load:
+            out.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(out)
+
+
+def _defines(source: str, name: str) -> bool | None:
+    """Whether `source` defines function `name` at top level; None when it does not parse."""
+    try:
+        tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
 
 
-# The harness's two parts: the main thread's and the program thread's (code_runtime*.py).
-_RUNTIME = {part: Path(__file__).with_name(name).read_text(encoding="utf-8")
-            for part, name in (("harness.py", "code_runtime.py"), ("thread.py", "code_runtime_thread.py"))}
-
-# What the sandbox runs: decode the data, then run the harness (code_runtime.py). For the local
-# sandbox (same interpreter, same bytecode magic) the trusted parts come as bytecode compiled by
-# the scorer: a child forked for one run compiles several times slower than a warm process, and
-# the tests of one prompt are compiled once for all the completions of its group. Other
-# backends get source. The candidate's code is always compiled inside the sandbox. Nothing is
-# bound at module level: the data reaches `_main` as an argument. With `library`, the program is
-# one line that runs the boot and passes the data: the boot, the runtime and the compiled tests
-# come as the job's library, which the local sandbox decodes in its warm worker (each part once
-# while it stays in use) and hands over as `__library__` (taken out before anything runs).
-_BOOT = '''\
-import base64 as _b64, json as _json, marshal as _marshal
-from importlib.util import MAGIC_NUMBER as _MAGIC
+def _prompt_code(prompt: str) -> str:
+    blocks = fenced_blocks(prompt, "python", aliases=("py", "python3")) or fenced_blocks(prompt)
+    return blocks[-1] if blocks else prompt
 
 
-def _part(data, library, name):
-    if name in library:
-        return library[name]
-    if data["magic"] == _MAGIC.hex() and data["compiled"].get(name):
-        return _marshal.loads(_b64.b64decode(data["compiled"][name]))
-    return compile(data["sources"][name], name, "exec", dont_inherit=True)
+def function_body_joined(prompt: str, code: str, entry_point: str) -> str:
+    """`program: auto`: `code` as is when it defines `entry_point`; the prompt's code followed by
+    `code` when `code` is only the function's body (the prompt's code defines the function and
+    the two parse joined, HumanEval style); otherwise `code` as is."""
+    if _defines(code, entry_point):
+        return code
+    head = _prompt_code(prompt)
+    if not head.strip() or not _defines(head, entry_point):
+        return code
+    joined = head + ("" if head.endswith("\n") else "\n") + code
+    return joined if _defines(joined, entry_point) else code
 
 
-def _boot(text):
-    library = globals().pop("__library__", {})
-    data = _json.loads(text)
-    harness = _part(data, library, "harness.py")
-    if type(harness) is not dict:  # not made by the worker (a warm part): made here
-        exec(harness, globals())
-        harness = globals()
-    harness["_main"](data, lambda name: _part(data, library, name))
-'''
-_BOOT_CALL = "_boot(%r)\n"
-# The library parts the local sandbox's worker runs once and keeps made (`Job.warm`), in order.
-WARM_PARTS = ("thread.py", "harness.py")
-_LIBRARY_BOOT = "exec(__library__['boot.py'])\n"
-
-
-def harness_program(code: str, suite: AssertSuite, per_test_s: float, bytecode: bool = False,
-                    library: bool = False) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    """(program, tag, library): the harness with the candidate, setup and tests embedded as JSON.
-
-    `bytecode`: ship the trusted parts compiled (only for a sandbox running this very
-    interpreter, as the local one does); otherwise as source, for any Python 3. `library`
-    (with `bytecode`): the trusted parts leave the program for the returned library, which the
-    job must carry (`Job.library`); otherwise the library is empty."""
-    tag = "@@grpo-" + secrets.token_hex(8) + "@@"
-    parts = _compiled_parts(_tests_source(suite), suite.setup, suite.pytest_module or "", bytecode)
-    sources = {**_RUNTIME, **{name: src for name, (src, _) in parts.items()}}
-    compiled = {}
-    if bytecode:
-        compiled = {**_runtime_bytecode(), **{name: b for name, (_, b) in parts.items() if b}}
-        sources = {name: src for name, src in sources.items() if name not in compiled}
-    shipped: tuple[tuple[str, str], ...] = ()
-    if bytecode and library:
-        shipped, compiled = tuple(sorted({**compiled, "boot.py": _runtime_bytecode("boot")["boot.py"]}.items())), {}
-    data = {"tag": tag, "code": code, "limit": per_test_s, "entry_point": suite.entry_point if suite.param else None,
-            "module": "solution" if suite.pytest_module else "__main__", "ntests": len(suite.tests),
-            "has_setup": bool(suite.setup.strip()), "pytest": bool(suite.pytest_module),
-            "modules": imported_modules(suite.setup, suite.pytest_module or ""),
-            "magic": importlib.util.MAGIC_NUMBER.hex(), "compiled": compiled, "sources": sources}
-    call = _BOOT_CALL % json.dumps(data)
-    if shipped:
-        return _LIBRARY_BOOT + call, tag, shipped
-    return _BOOT + call, tag, ()
-
-
-@functools.lru_cache(maxsize=2)
-def _runtime_bytecode(which: str = "runtime") -> dict[str, str | None]:
-    """The runtime's parts (or, `which="boot"`, the boot) compiled. Without docstrings
-    (optimize=2; the harness has no asserts): a program without a library carries them."""
-    parts = _RUNTIME if which == "runtime" else {"boot.py": _BOOT}
-    return {part: _marshal(source, part, optimize=2) for part, source in parts.items()}
+def assert_input(code: str, suite: AssertSuite, per_test_s: float, helpers: str = "") -> str:
+    """The tests' process's stdin for one run: the program's text, the reference's code and limits."""
+    tests = _tests_source(suite)
+    wanted = _names_read(tests, suite.setup)
+    wanted = (*wanted, *suite.program_names, *([suite.entry_point] if suite.entry_point else []))
+    return json.dumps({"code": code, "module": "solution" if suite.pytest_module else "__main__",
+                       "entry": suite.entry_point if suite.param else None, "names": wanted,
+                       "limit": per_test_s, "prompt": helpers, "setup": suite.setup,
+                       "pytest": suite.pytest_module or "", "tests": tests,
+                       "ahead": encode(list(calls_ahead(suite, helpers)))})
 
 
 def clear_caches() -> None:
     """Forget every reference prepared so far (benchmarks measure the cold path with it)."""
-    for cached in (split_check, _module_facts, _compiled_parts):
+    for cached in (split_check, _names_read, reference_helpers, _calls_ahead, _reference_bound):
         cached.cache_clear()
 
 
-def harness_reports(stdout: str, tag: str) -> list[dict]:
+def harness_reports(stdout: str) -> list[dict]:
     out = []
     for line in stdout.splitlines():
-        if line.startswith(tag):
+        if line.startswith(_PREFIX):
             try:
-                out.append(json.loads(line[len(tag):]))
+                out.append(json.loads(line[len(_PREFIX):]))
             except ValueError:
                 continue
     return out
+
+
+_PREFIX = "@@grpo@@"
 
 
 # ---- stdin/stdout comparison -----------------------------------------------------------------

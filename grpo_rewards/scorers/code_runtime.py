@@ -1,256 +1,510 @@
-"""The assertion-test harness as it runs INSIDE the sandbox (never imported by the project):
-the main thread's part. code_runtime_thread.py is the part that runs in the program's thread.
+"""The tests' process of `code_tests`: runs the reference's setup and tests and writes the
+verdicts; the program runs in another process (code_program_side.py), reached over the channel
+on fd 3. Runs as source after code_wire.py in the sandbox; never imported by the project.
 
-`code_harness.harness_program` ships both with the candidate program, the reference's setup and
-the compiled tests (the local sandbox gets both parts as the job's library, bytecode decoded once
-per worker); `_main(data, load)` runs them.
-
-Two threads. The main thread never runs the program: it writes the solution file, imports what
-the setup will import, installs the audit hook, starts the program's thread and waits for it,
-enforcing each test's time limit. That thread runs the program (as a real module), the setup
-and the tests; its bottom frame is the tests function itself, so no frame of it leads back to
-the main thread. Each test's `with _grpo_case(i):` exit writes the verdict, with the per-run tag
-that exists there only as a constant of `_Case.__exit__`, and only when called by the tests
-function at the bottom of the stack: a program that calls `__exit__` itself or prints lines
-gets no verdict it did not earn. The audit hook (which nothing can remove) keeps frames, code
-objects of the harness, gc, tracing, ctypes, /proc and new audit hooks out of the program's
-reach; see docs/sandbox.md for what it allows and why.
+Everything here is the reference's or ours. From the program's process come only plain data and
+handles (`Remote`): a handle forwards calls, attribute reads, item access, iteration and `len` to
+the program's process, and refuses to be compared with test values, hashed, used in arithmetic
+or (when its class decides truth itself) tested for truth: `NotPlainData`, which fails the test
+with the type named. The per-run data (program text, tests, limits) comes on stdin.
 """
 
-import _thread
-import builtins as _bi
-import json as _json
-import linecache as _linecache
+import builtins as _builtins
+import json as _jsonlib
 import os as _os
+import signal as _signal
+import socket as _socket
 import sys as _sys
 import time as _time
-import types as _types
+import traceback as _traceback
 
-_getframe, _get_ident = _sys._getframe, _thread.get_ident
-_type, _id, _str, _len = type, id, str, len
-_BaseException = BaseException
-_FunctionType, _ModuleType = _types.FunctionType, _types.ModuleType
-_tp_dict = type.__dict__["__dict__"].__get__
-
-_STDLIB = _os.path.dirname(_os.__file__) + "/"
-_LIBS = (_STDLIB, *(p.rstrip("/") + "/" for p in _sys.path if p.endswith(("site-packages", "dist-packages"))),
-         "<frozen ")
-# Library files allowed to take frames for their own work (module names, logging's caller,
-# tracebacks, doctest, asyncio); each event lists its own.
-_FRAME_OK = {
-    "sys._getframe": ("collections/", "typing.py", "enum.py", "logging/", "warnings.py", "doctest.py", "unittest/",
-                      "_pytest/", "dataclasses.py"),
-    "tb_frame": ("traceback.py", "doctest.py", "unittest/", "_pytest/", "asyncio/", "contextlib.py", "logging/"),
-    "gi_frame": ("asyncio/", "types.py", "contextlib.py", "inspect.py"),
-    "cr_frame": ("asyncio/", "types.py", "inspect.py"),
-    "ag_frame": ("asyncio/", "types.py", "inspect.py"),
-    "sys.settrace": ("doctest.py",), "sys.setprofile": (),
-}
-_WATCH = {"sys._getframe": "frame", "object.__getattr__": "attr", "sys._current_frames": "deny",
-          "gc.get_objects": "deny", "gc.get_referrers": "deny", "gc.get_referents": "deny",
-          "sys.settrace": "frame", "sys.setprofile": "frame", "sys.addaudithook": "deny", "open": "open",
-          "compile": "compile", "code.__new__": "compile", "import": "import"}
-_busy = set()  # threads inside the hook (the hook's own introspection raises events too)
-_trusted_code = set()  # ids of the harness's code objects
-_trusted_funcs = set()
+_PREFIX = "@@grpo@@"
+_NOTHING = object()
 
 
-def _audit(event, args):
-    kind = _WATCH.get(event)
-    if kind is None:
-        if event[:7] != "ctypes.":
-            return
-        kind = "deny"
-    tid = _get_ident()
-    if tid in _busy:
-        return
-    _busy.add(tid)
-    try:
-        why = _judge(kind, event, args)
-    finally:
-        _busy.discard(tid)
-    if why:
-        raise RuntimeError("the test harness does not let the program use " + why)
+class _Timeout(BaseException):
+    pass
 
 
-def _judge(kind, event, args):
-    caller = _getframe(2)  # 0: _judge, 1: _audit, 2: the frame that raised the event
-    if kind == "attr":
-        name = args[1]
-        if name in ("__code__", "gi_code", "cr_code", "ag_code", "f_code"):
-            return name if _id(args[0]) in _trusted_funcs and not _harness_below(caller) else ""
-        if name not in ("tb_frame", "gi_frame", "cr_frame", "ag_frame"):
-            return ""
-        event, kind = name, "frame"
-    if kind == "open":
-        path = args[0]
-        if _type(path) is int:
-            return ""
-        path = _os.path.realpath(_os.fsdecode(path))
-        return "" if not path.startswith("/proc/") or _harness_below(caller) else "open(%r)" % path
-    if kind == "compile":
-        name = args[1] if _type(args[1]) is _str else ""
-        if not name.startswith(_LIBS) or _file(caller).startswith(_LIBS):
-            return ""  # library code making its own code objects (importlib, asyncio, dataclasses)
-        return "" if _harness_below(caller) else "%s with a library file name" % event
-    if kind == "import":
-        return "ctypes" if args[0] in ("ctypes", "_ctypes") and not _harness_below(caller) else ""
-    if kind == "frame" and _file(caller).startswith(_frame_ok(event)):
-        # A traceback's or a generator's frame goes on only to library code: the frame asking
-        # must itself be called from the library (print_exc, asyncio), never straight from the
-        # program (iterating traceback.walk_tb, Task.get_stack).
-        below = caller.f_back
-        if event == "sys._getframe" or (below is not None and _file(below).startswith(_LIBS)):
-            return ""
-    return "" if _harness_below(caller) else event
+class ProgramExit(Exception):
+    """The program called exit() during a call."""
 
 
-def _frame_ok(event, cache={}):  # noqa: B006 - a per-process cache
-    prefixes = cache.get(event)
-    if prefixes is None:
-        prefixes = cache[event] = tuple(base + rel for base in _LIBS[:-1] for rel in _FRAME_OK.get(event, ()))
-    return prefixes
+class ProgramError(Exception):
+    """The program's process raised something that is no Exception, or answered nonsense."""
 
 
-def _file(frame):
-    return frame.f_code.co_filename
+def _on_alarm(signum, frame):
+    raise _Timeout()
 
 
-def _harness_below(frame):
-    """Whether the first non-library frame from `frame` down the stack is the harness's."""
-    while frame is not None:
-        code = frame.f_code
-        if _id(code) in _trusted_code:
-            return True
-        if not code.co_filename.startswith(_LIBS):
-            return False
-        frame = frame.f_back
-    return False
+class _Program:
+    """The channel to the program's process, one request at a time."""
 
+    def __init__(self, channel):
+        self.channel, self.number, self.deadline, self.last = channel, 0, 0.0, _NOTHING
+        self.classes = {}  # (name, builtin base) -> the class standing in for a program exception class
+        self.ahead = []  # [name, encoded arguments, reply]: calls the program made in advance, in order
+        self.names = {}  # handle number -> the program's global name it was read as
 
-def _collect_trusted(objects):
-    todo = []
-    for obj in objects:
-        if _type(obj) is _FunctionType:
-            _trusted_funcs.add(_id(obj))
-            todo.append(obj.__code__)
-        elif _type(obj) is type:
-            todo.extend(_collect_from_class(obj))
-    while todo:
-        code = todo.pop()
-        _trusted_code.add(_id(code))
-        todo.extend(c for c in code.co_consts if _type(c) is _type(code))
-
-
-def _definitions(*namespaces):
-    return [f for ns in namespaces for f in ns.values() if _type(f) in (_FunctionType, type)]
-
-
-def _collect_from_class(cls):
-    for value in _tp_dict(cls).values():
-        if _type(value) is _FunctionType:
-            _trusted_funcs.add(_id(value))
-            yield value.__code__
-
-
-# ---- comparisons in tests: a builtin value is never compared with a program-made impostor ----
-
-
-def _interrupt(tid, timeout_class):
-    import ctypes  # only when a test overruns: importing it costs milliseconds per run
-
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(timeout_class))
-
-
-def _main(data, load):
-    tag, out = data.pop("tag"), _os.dup(1)
-
-    def report(**record):
-        _os.write(out, (tag + _json.dumps(record) + "\n").encode())
-
-    try:
-        _os.unlink(_sys.argv[0])  # the harness file holds the tag
-    except OSError:
-        pass
-    path = _os.path.join(_os.getcwd(), "solution.py")
-    # The source as `python solution.py` has it: for inspect.getsource and tracebacks (linecache),
-    # and on disk when this is a fresh run directory (a backend that runs us in its own working
-    # directory gets no file written there).
-    _linecache.cache[path] = (_len(data["code"]), None, data["code"].splitlines(True), path)
-    if not _os.listdir("."):
-        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(data["code"])
-    module = _ModuleType(data["module"])
-    module.__file__, module.__builtins__ = path, _bi
-    _sys.modules["solution"] = module
-    if data["module"] == "__main__":
-        _sys.modules["__main__"] = module
-    _sys.argv[:] = [path]
-    modules = {}
-    for name in data["modules"]:
+    def send(self, op, *args, limit=None):
+        self.number += 1
+        if limit is None:
+            limit = max(0.001, self.deadline - _time.monotonic()) if self.deadline else 3600.0
+        request = encode([self.number, op, limit, *args], _ref_of)
         try:
-            mod = __import__(name)
-        except _BaseException:
-            continue
-        modules[name] = (mod, dict(mod.__dict__))
-    side = load("thread.py")
-    if _type(side) is not dict:  # not made by the worker (see _WARM_SIDE): made here
-        code, side = side, {"__builtins__": dict(_bi.__dict__), "__name__": "thread"}
-        exec(code, side)  # builtins as they are now
-    scratch = {"__builtins__": _bi}
-    exec(load("tests.py"), scratch)
-    tests_code = scratch["_grpo_tests"].__code__
-    tests = _FunctionType(tests_code, module.__dict__, "_grpo_tests")
-    pristine = _types.MappingProxyType(dict(_bi.__dict__))
-    guards = {"_grpo_cmp": side["_cmp"], "_grpo_truth": side["_truth"], "_grpo_b": pristine}
-    tns = {"__name__": "test_solution", "__builtins__": _bi, **guards}
-    side["_state"].update(ns=module.__dict__, guards=guards, names={}, tns=tns, path=path, modules=modules,
-                          limit=data["limit"], code=data["code"], entry=data["entry_point"],
-                          setup=load("setup.py") if data["has_setup"] else None,
-                          tests_module=load("test_solution.py") if data["pytest"] else None)
-    exit_function = side["_make_exit"](tag, out, tests_code)
-    side["_finished"].acquire()
-    _collect_trusted([report, exit_function] + ([] if side is _WARM_SIDE else _definitions(globals(), side)))
-    _sys.addaudithook(_audit)
-    tid = _thread.start_new_thread(tests, (side["_Case"], side["_load_program"], side["_cmp"], side["_truth"],
-                                           side["_call"], pristine, side["_run_pytest_item"]))
-    _wait(tid, data["ntests"], data["limit"], side, report)
-    report(done=True)
+            self.channel.send(request)
+        except OSError:
+            raise ProgramExit("the program's process ended (it exited or was killed)") from None
+        return self.number
+
+    def receive(self, number):
+        try:
+            while True:  # a reply to a request the time limit gave up on comes first: skipped
+                reply = decode(self.channel.receive(), _made)
+                if type(reply) is list and len(reply) >= 2 and reply[0] == number and type(reply[1]) is str:
+                    return reply
+        except ValueError as exc:
+            raise ProgramError("the program's process sent what is not plain data: %s" % exc) from None
+        except (EOFError, OSError):
+            raise ProgramExit("the program's process ended (it exited or was killed)") from None
+
+    def ask(self, op, *args):
+        return self.result(self.receive(self.send(op, *args)))
+
+    def call(self, handle, args, kwargs):
+        """A call of the program's function: answered by a call made in advance when it is the next
+        one and has the same arguments, otherwise asked now (and the advance calls dropped)."""
+        if self.ahead:
+            name = self.names.get(object.__getattribute__(handle, "_n"))
+            if self.ahead[0][0] == name and self.ahead[0][1] == encode([list(args), kwargs], _ref_of):
+                return self.result(self.ahead.pop(0)[2])
+            self.ahead = []
+        return self.ask("call", handle, list(args), kwargs)
+
+    def result(self, reply):
+        if type(reply) is not list or len(reply) < 2:
+            raise ProgramError("the program's process answered %s" % _cut(repr(reply), 120))
+        kind = reply[1]
+        if kind == "ok" and len(reply) == 3:
+            return reply[2]
+        if kind == "timeout":
+            raise _Timeout()
+        if kind == "exit":
+            raise ProgramExit("the program called exit(%s)" % _cut(str(reply[2:3] and reply[2]), 80))
+        if kind == "raise" and len(reply) == 6:
+            raise self._rebuilt(*reply[2:])
+        raise ProgramError("the program's process answered %s" % _cut(repr(reply), 120))
+
+    def _rebuilt(self, name, base_name, message, args):
+        """The program's exception as one of ours: its builtin base (ZeroDivisionError), or a class
+        of its name made here on that base; never a class of the program's."""
+        base = getattr(_builtins, base_name, None) if type(base_name) is str else None
+        if not (type(base) is type and issubclass(base, BaseException)):
+            base = Exception
+        name, message = _cut(str(name), 100), _cut(str(message), 2000)
+        if name == "NotPlainData":  # the program's side could not send its value
+            return NotPlainData(message)
+        if issubclass(base, SystemExit):
+            return ProgramExit("the program raised %s" % name)
+        if not issubclass(base, Exception) or issubclass(base, _Timeout):
+            return ProgramError("%s: %s" % (name, message))
+        if name == base.__name__:
+            try:
+                return base(*args) if type(args) is list else base(message)
+            except BaseException:  # noqa: BLE001 - e.g. an OSError with odd arguments
+                return base(message)
+        cls = self.classes.get((name, base))
+        if cls is None:
+            cls = self.classes[(name, base)] = type(name, (base,), {"__module__": "solution"})
+        return cls(message)
 
 
-def _wait(tid, ntests, limit, side, report):
-    """Until the tests end; a test that overruns its limit (from the previous verdict) is
-    interrupted, and one that does not stop ends the run."""
-    progress, finished = side["_progress"], side["_finished"]
-    seen, interrupted = 0, False
-    deadline = _time.monotonic() + limit
-    while True:
-        if finished.acquire(timeout=max(0.0, min(deadline - _time.monotonic(), 0.25))):
-            return
-        now = _time.monotonic()
-        if _len(progress) != seen:
-            seen, interrupted, deadline = _len(progress), False, now + limit
-            continue
-        if now < deadline:
-            continue
-        if not interrupted:
-            _interrupt(tid, side["_Timeout"])
-            interrupted, deadline = True, now + min(1.0, limit)
-            continue
-        done = {i for i in list(progress) if _type(i) is int}  # the program may have added anything
-        if -1 not in done:
-            report(phase="solution.py", status="timeout", detail="over %g s" % limit)
-        else:
-            index = next((i for i in range(ntests) if i not in done), None)
-            if index is not None:
-                report(test=index, status="timeout", detail="over %g s; later tests did not run" % limit)
-        report(done=True)
-        _os._exit(0)
+_program = None
 
 
-# Made in the local sandbox's worker, once (its executor's warm library parts): this part, then
-# with the program thread's part given in `__warm__`, so both parts' functions and what is
-# trusted of them exist before any run; each run's child has them as they were made.
-_WARM_SIDE = globals().get("__warm__", {}).get("thread.py")
-if _WARM_SIDE is not None:
-    _collect_trusted(_definitions(globals(), _WARM_SIDE))
+def _ref_of(value):
+    if type(value) is Remote:
+        return Ref(object.__getattribute__(value, "_n"), "", False)
+    return None  # NotPlainData: the tests pass something that is not plain data to the program
+
+
+def _not_plain(handle, doing):
+    return NotPlainData("the program's %s is not plain data: it cannot be %s on the tests' side"
+                        % (object.__getattribute__(handle, "_type"), doing))
+
+
+def _write_back(args, changed):
+    """What a call did to the tests' own lists, dicts and sets, copied back into them."""
+    if type(changed) is not list:
+        return
+    for item in changed:
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not int or not 0 <= item[0] < len(args):
+            continue
+        mine, theirs = args[item[0]], item[1]
+        if type(mine) is not type(theirs):
+            continue
+        if type(mine) is list:
+            mine[:] = theirs
+        elif type(mine) in (dict, set):
+            mine.clear()
+            mine.update(theirs)
+
+
+def _compared(self, other):
+    """`self == other`. Two of the program's objects: its own equality decides, as in Python. With
+    a test value, only "unequal" is taken from the program (any program can be unequal to a
+    value honestly); an object that claims to equal a test value fails the test."""
+    result = _program.ask("eq", self, other)
+    if result is False or (result is True and type(other) is Remote):
+        return result
+    raise _not_plain(self, "compared with a %s" % type(other).__name__)
+
+
+def _refuse(doing):
+    def refuse(self, *args):
+        raise _not_plain(self, doing)
+
+    return refuse
+
+
+class Remote:
+    """A handle to an object of the program's process."""
+
+    __slots__ = ("_n", "_type", "_truthy")
+
+    def __init__(self, number, type_name, truthy):
+        object.__setattr__(self, "_n", number)
+        object.__setattr__(self, "_type", type_name)
+        object.__setattr__(self, "_truthy", truthy)
+
+    def __getattr__(self, name):
+        return _program.ask("getattr", self, name)
+
+    def __setattr__(self, name, value):
+        _program.ask("setattr", self, name, value)
+
+    def __delattr__(self, name):
+        _program.ask("delattr", self, name)
+
+    def __call__(self, *args, **kwargs):
+        result, changed = _program.call(self, args, kwargs)
+        _write_back(args, changed)
+        _program.last = result
+        return result
+
+    def __getitem__(self, key):
+        return _program.ask("getitem", self, key)
+
+    def __setitem__(self, key, value):
+        _program.ask("setitem", self, key, value)
+
+    def __delitem__(self, key):
+        _program.ask("delitem", self, key)
+
+    def __contains__(self, item):
+        return _plain_bool(_program.ask("contains", self, item), self)
+
+    def __len__(self):
+        n = _program.ask("len", self)
+        if type(n) is not int:
+            raise _not_plain(self, "measured (its len gave a non-int)")
+        return n
+
+    def __iter__(self):
+        return _program.ask("iter", self)
+
+    def __next__(self):
+        return _program.ask("next", self)
+
+    def __bool__(self):
+        if object.__getattribute__(self, "_truthy"):
+            return True
+        raise _not_plain(self, "tested for truth (its class decides truth itself)")
+
+    def __eq__(self, other):
+        return _compared(self, other)
+
+    def __ne__(self, other):
+        return not _compared(self, other)
+
+    def __repr__(self):
+        text = _program.ask("repr", self)
+        return text if type(text) is str else "<%s>" % object.__getattribute__(self, "_type")
+
+    def __str__(self):
+        text = _program.ask("str", self)
+        return text if type(text) is str else repr(self)
+
+    def __instancecheck__(self, value):
+        return _plain_bool(_program.ask("isinstance", value, self), self)
+
+    def __subclasscheck__(self, value):
+        return _plain_bool(_program.ask("issubclass", value, self), self)
+
+    def __reduce__(self):  # pickle and copy: the copy is made in the program's process
+        return _clone, (object.__getattribute__(self, "_n"),)
+
+    def __enter__(self):
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, kind, exc, tb):
+        return self.__getattr__("__exit__")(None, None, None) if kind is None else None
+
+    __hash__ = _refuse("hashed")
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse("ordered")
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = \
+        __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = \
+        __abs__ = __round__ = __index__ = __int__ = __float__ = __complex__ = __and__ = __or__ = __xor__ = \
+        __rand__ = __ror__ = __rxor__ = __invert__ = __lshift__ = __rshift__ = __matmul__ = _refuse("used in arithmetic")
+
+
+class _Attributes:
+    """A plain value from the program that still answers attribute reads from its object there
+    (a namedtuple's `.x`): comparisons and arithmetic are the builtin's own, on the copy."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _program.ask("getattr", Remote(self.__dict__["_grpo_n"], "", True), name)
+
+
+_WITH_ATTRIBUTES = {}
+
+
+def _made(number, type_name, truthy, value=None):
+    """What a handle on the wire becomes here: a Remote, or its plain value with attributes."""
+    if value is None:
+        return Remote(number, type_name, truthy)
+    base = type(value)
+    if base is bool:
+        return value
+    cls = _WITH_ATTRIBUTES.get(base)
+    if cls is None:
+        cls = _WITH_ATTRIBUTES[base] = type(base.__name__, (_Attributes, base), {})
+    made = cls(value)
+    made._grpo_n = number
+    return made
+
+
+def _plain_bool(value, handle):
+    if type(value) is bool:
+        return value
+    raise _not_plain(handle, "tested for truth")
+
+
+def _clone(number):
+    return _program.ask("clone", Remote(number, "", False))
+
+
+# ---- verdicts -------------------------------------------------------------------------------
+
+
+def _cut(text, n=200):
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _shown(value):
+    try:
+        return _cut(repr(value))
+    except BaseException:  # noqa: BLE001 - a handle whose process stopped answering
+        return "<%s>" % type(value).__name__
+
+
+class _Case:
+    """`with _grpo_case(i):` around test i (-2: the tests' own setup): its time limit, its
+    verdict; an exception ends the test, not the tests."""
+
+    out, limit, failed, done = 1, 3.0, False, 0
+
+    def __init__(self, index):
+        self.index = index
+
+    def __enter__(self):
+        _program.last = _NOTHING
+        _program.deadline = _time.monotonic() + _Case.limit
+        if self.index >= 0:
+            _signal.setitimer(_signal.ITIMER_REAL, _Case.limit + 0.05)
+
+    def __exit__(self, kind, exc, tb):
+        if self.index >= 0:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _program.deadline = _time.monotonic() + _Case.limit  # the setup statements before the next test
+        status, detail = _classify(exc)
+        if self.index >= 0:
+            _report(test=self.index, status=status, detail=detail)
+            _Case.done += 1
+        elif status != "passed":
+            _report(phase="setup", status=status, detail=detail)
+            _Case.failed = True
+        return True
+
+
+def _report(**record):
+    _os.write(_Case.out, (_PREFIX + _jsonlib.dumps(record) + "\n").encode())
+
+
+def _classify(e):
+    if e is None:
+        return "passed", ""
+    try:
+        if isinstance(e, _Timeout):
+            return "timeout", "over %g s" % _Case.limit
+        if isinstance(e, MemoryError):
+            return "memory", "MemoryError"
+        if isinstance(e, NotPlainData):
+            return "failed", _cut(str(e), 300)
+        if isinstance(e, AssertionError):
+            detail = str(e)
+            if not detail and _program.last is not _NOTHING:
+                detail = "the program returned " + _shown(_program.last)
+            return "failed", _cut(detail, 300)
+        if isinstance(e, ProgramExit):
+            return "error", _cut(str(e), 300)
+        return "error", _cut(_traceback.format_exception_only(type(e), e)[-1].strip(), 300)
+    except _Timeout:
+        return "timeout", "over %g s" % _Case.limit
+
+
+# ---- the tests -------------------------------------------------------------------------------
+
+
+def _grpo_call(fn_name, args, expected, label):
+    """One call-based test: `fn_name(*args)` (or `Solution().fn_name(*args)`) equals `expected`;
+    a one-element list as expected also accepts its element (APPS)."""
+    space = _state["space"]
+    fn = space.get(fn_name)
+    if fn is None:
+        cls = space.get("Solution")
+        if cls is None:
+            raise NameError("%r is not defined (nor a class Solution with that method)" % fn_name)
+        fn = getattr(cls(), fn_name)
+    actual = fn(*args)
+    if type(actual) is tuple:
+        actual = list(actual)
+    if actual == expected or (type(expected) is list and len(expected) == 1 and actual == expected[0]):
+        return
+    raise AssertionError("%s returned %s, expected %s" % (_cut(label, 120), _shown(actual), _shown(expected)))
+
+
+def _grpo_pt(name):
+    """A pytest-style test: `test_x` or `TestClass.test_x`; parametrize marks expand into calls."""
+    space = _state["space"]
+    owner, _, attr = name.rpartition(".")
+    if owner:
+        instance = space[owner]()
+        if hasattr(instance, "setup_method"):
+            instance.setup_method(getattr(instance, attr))
+        fn = getattr(instance, attr)
+    else:
+        fn = space[name]
+    calls = [{}]
+    for mark in reversed(getattr(fn, "pytestmark", [])):
+        if getattr(mark, "name", "") != "parametrize":
+            continue
+        names, values = mark.args[0], mark.args[1]
+        names = [n.strip() for n in names.split(",")] if type(names) is str else list(names)
+        rows = [getattr(v, "values", v) for v in values]
+        rows = [(r,) if len(names) == 1 else tuple(r) for r in rows]
+        calls = [{**c, **dict(zip(names, r))} for c in calls for r in rows]
+    code = getattr(fn, "__code__", None)
+    wanted = code.co_varnames[: code.co_argcount] if code is not None else ()
+    missing = [a for a in wanted if a != "self" and a not in calls[0]]
+    if missing:
+        raise TypeError("test %s takes fixtures (%s), which are not supported" % (name, ", ".join(missing)))
+    for kwargs in calls:
+        fn(**kwargs)
+
+
+_state = {}
+
+
+def _ask_load(data):
+    """Send the program's text and the calls made ahead; the answers are read by `_loaded`, so
+    the reference's own code runs here meanwhile."""
+    _program.deadline = _time.monotonic() + _Case.limit
+    return _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"],
+                         data["ahead"])
+
+
+def _loaded(data, load):
+    """The program's names that the tests read; None when it did not load (reported as phase
+    solution.py)."""
+    # The calls made ahead have a limit each, as their tests would.
+    wait = _program.deadline - _time.monotonic() + _Case.limit * len(data["ahead"])
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, wait) + 0.05)
+    try:
+        answer = _program.receive(load)
+        load_reply, replies = answer[2] if answer[1] == "ok" and type(answer[2]) is list and len(answer[2]) == 2 \
+            else (answer, [])
+        names = _program.result(load_reply)
+        if type(names) is not dict:
+            raise ProgramError("the program's process answered the load with a %s" % type(names).__name__)
+        if data["entry"] and data["entry"] not in names:
+            raise NameError("entry point %r is not defined" % data["entry"])
+    except BaseException as exc:  # noqa: BLE001 - reported as the program's failure to load
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        status, detail = _classify(exc)
+        _report(phase="solution.py", status="error" if status in ("passed", "failed") else status, detail=detail)
+        return None
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
+    if type(replies) is list:
+        _program.ahead = [[name, encode(list(call[1:]), _ref_of), reply]
+                          for call, reply in zip(data["ahead"], replies) for name in call[:1]]
+    for name, value in names.items():
+        if type(value) is Remote:
+            _program.names[object.__getattribute__(value, "_n")] = name
+    return names
+
+
+def _main():
+    _sys.set_int_max_str_digits(0)
+    data = _jsonlib.loads(_sys.stdin.read())
+    data["ahead"] = decode(data["ahead"], None)
+    try:
+        import ctypes  # loaded already in the local sandbox's workers
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program cannot open our /proc files
+    except (ImportError, OSError):
+        pass
+    global _program
+    _Case.out, _Case.limit = _os.dup(1), data["limit"]
+    try:
+        _program = _Program(Channel(_socket.socket(fileno=3)))
+    except OSError:  # a backend that dropped the job's peer: not the program's fault
+        return _report(infra="the sandbox backend ran the tests without the program's process (no fd 3)")
+    _os.dup2(2, 1)  # the tests' own prints go to stderr: stdout holds only verdicts
+    _sys.stdout = _sys.stderr
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    space = {"__name__": "test_solution", "__builtins__": _builtins, "_grpo_case": _Case, "_grpo_call": _grpo_call,
+             "_grpo_pt": _grpo_pt}
+    _state["space"] = space
+    _sys.modules["solution"] = Remote(0, "module", True)
+    try:
+        asked = _ask_load(data)
+    except ProgramExit as exc:
+        _report(phase="solution.py", status="error", detail=str(exc))
+        return _report(done=True)
+    # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
+    # names fill in only what the reference does not define. A pytest module imports the
+    # program: it runs once the program has loaded.
+    tests = compile(data["tests"], "tests.py", "exec", dont_inherit=True)
+    for part in ("prompt", "setup", "pytest"):
+        if part == "pytest":
+            names = _loaded(data, asked)
+            if names is None:
+                return _report(done=True)
+        if data[part]:
+            try:
+                exec(compile(data[part], part + ".py", "exec", dont_inherit=True), space)
+            except BaseException as exc:  # noqa: BLE001 - a reference that does not run fails every test
+                if part != "prompt":
+                    _report(phase="setup", status="error", detail=_classify(exc)[1])
+                    return _report(done=True)
+    for name, value in names.items():
+        if type(name) is str and name not in space:
+            space[name] = value
+    exec(tests, space)
+    with _Case(-2):
+        space["_grpo_tests"](names.get(data["entry"]) if data["entry"] else None)
+    _report(done=True)
