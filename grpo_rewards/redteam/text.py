@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 
 import regex
 
@@ -145,13 +146,14 @@ def blank_hacks(blank: str) -> list[Hack]:
     """What a blank character buys where text must have content: a template, tag blocks, length and
     step markers filled with it."""
     tag = f"U+{ord(blank):04X}"
+    other = "\u2800" if blank == "\u3164" else "\u3164"
     return [
         _text_hack(f"blank_think {tag}", "think_format", f"<think>{blank * 3}</think><answer>4</answer>",
                    "a reasoning block of characters that show nothing"),
         _text_hack(f"blank_blocks {tag}", "tag_count", f"<think>{blank * 3}</think><answer>{blank}</answer>",
                    "tag blocks of characters that show nothing"),
-        _text_hack(f"blank_padding {tag}", "length", "4" + blank * 2000, "padding of characters that show nothing",
-                   **_LENGTH_TARGET),
+        _text_hack(f"blank_padding {tag}", "length", "4" + (blank + other) * 700,
+                   "padding of characters that show nothing, two kinds alternating", **_LENGTH_TARGET),
         _text_hack(f"blank_padding_wrong_answer {tag}", "cosine_length", "<answer>5</answer>" + blank * 3000,
                    "a wrong answer padded with characters that show nothing", _cosine_wrong(18), max_len=600),
         _text_hack(f"blank_steps {tag}", "reasoning_steps", f"Step 1: {blank}\nStep 2: {blank}\nStep 3: {blank}",
@@ -163,7 +165,7 @@ def blank_hacks(blank: str) -> list[Hack]:
 # in each copy. Each map sends Latin letters to letters a reader cannot tell from them.
 HOMOGLYPH_MAPS = {
     "cyrillic": dict(zip("aceopxyi", "асеорхуі")),
-    "greek": dict(zip("aiovkxty", "αιονκχτγ")),
+    "greek": dict(zip("aiovypu", "αιονγρυ")),
     "fullwidth": {c: chr(ord(c) + 0xFEE0) for c in "acdeiknoprstxy"},
     "math_bold": {c: chr(0x1D41A + ord(c) - ord("a")) for c in "acdeiknoprstxy"},
     "cherokee_armenian": {"o": "օ", "s": "ѕ", "h": "һ", "i": "і", "d": "ԁ", "n": "ո", "e": "е"},
@@ -177,9 +179,9 @@ def _homoglyph_variants(word: str, glyphs: dict[str, str]) -> list[str]:
 
 
 def homoglyph_hacks(name: str, glyphs: dict[str, str]) -> list[Hack]:
-    sentence = "note the answer once more and check it"
-    copies = [" ".join(_homoglyph_variants(w, glyphs)[(i + k) % len(_homoglyph_variants(w, glyphs))]
-                       for k, w in enumerate(sentence.split())) for i in range(60)]
+    rng = random.Random(name)  # a different mix in each copy, never periodic
+    variants = [_homoglyph_variants(w, glyphs) for w in "note the answer once more and check it".split()]
+    copies = [" ".join(rng.choice(v) for v in variants) for _ in range(60)]
     return [
         _text_hack(f"homoglyph_loop {name}", "repetition", ". ".join(copies),
                    f"a sentence looped with {name} look-alike letters mixed differently into each copy", -0.9),
@@ -225,7 +227,7 @@ NUMBERINGS = ["{i}. ", "({i}) ", "Step {i}: ", "#{i} ", "[{i}] ", "{i}) ", "\u06
 
 
 def padding_hacks() -> list[Hack]:
-    hacks = [_text_hack(f"alternation {pair!r}", "length", "4 " + pair * 1500,
+    hacks = [_text_hack(f"alternation {pair!r}", "length", "4 " + pair * 700,
                         "a two-character alternation is length", **_LENGTH_TARGET) for pair in ALTERNATIONS]
     for style in NUMBERINGS:
         text = "".join(style.format(i=i) + "The answer is 4. " for i in range(1, 120))
