@@ -19,7 +19,9 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grpo_rewards.scorer import Sample, Score, Scorer
-from grpo_rewards.scorers.textutil import CODE_SPANS, UNSPACED, completion_text, reasoning_text, visible_text
+from grpo_rewards.scorers.textutil import (
+    CODE_SPANS, UNSPACED_SCRIPTS, completion_text, reasoning_text, visible_text,
+)
 
 _LATIN = ("af ca cs cy da de en es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no pl pt ro sk sl sq sv sw "
           "tl tr vi").split()
@@ -35,7 +37,8 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 
 _NON_LETTERS = regex.compile(r"\P{L}+")
 # Scripts written without spaces: each character is counted as a word.
-_WORD = regex.compile(rf"[{UNSPACED}]|[^\P{{L}}{UNSPACED}]+")
+_UNSPACED = "".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
+_WORD = regex.compile(rf"[{_UNSPACED}]|[^\P{{L}}{_UNSPACED}]+")
 # Math and code are written in ASCII letters whatever the language of the prose around them, so
 # there those letters are neither target nor foreign; any other letter in them is prose and counts.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -50,33 +51,46 @@ def reference_of(sample: Any) -> dict[str, Any]:
 # What a reader sees
 
 # Characters that show nothing: Unicode's default-ignorable code points (zero-width spaces and
-# joiners, variation selectors, tags), format and control characters other than whitespace. Those
-# that are letters or symbols (the Hangul fillers; the blank glyphs no Unicode property marks, looked
-# up by name) take a character's width: a reader sees a blank, so they read as a space.
-_BLANKS = r"[\p{Default_Ignorable_Code_Point}&&[\p{L}\p{S}]]\N{BRAILLE PATTERN BLANK}\N{MUSICAL SYMBOL NULL NOTEHEAD}"
-_BLANK = regex.compile(rf"(?V1)[{_BLANKS}]")
-_HIDDEN = regex.compile(r"(?V1)[[\p{Default_Ignorable_Code_Point}\p{Cf}\p{Cc}]--[\t\n\v\f\r\x1c-\x1f\x85]]+")
-_ASCII_HIDDEN = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]+")  # the same rule on ASCII text, without the tables
-_LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
+# joiners, variation selectors, tags, the Hangul fillers), format characters and controls other than
+# whitespace. Those that take a character's width, the Hangul fillers (letters) and two blank glyphs
+# that no Unicode property marks (named here), read as a space. One property per pattern: the
+# `regex` module checks a single property much faster than a union of them.
+_DEFAULT_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+_FORMAT = regex.compile(r"\p{Cf}+")
+_CONTROL = regex.compile(r"(?:(?!\s)\p{Cc})+")
+_LETTER = regex.compile(r"\p{L}")
+BLANK_GLYPHS = ("\N{BRAILLE PATTERN BLANK}", "\N{MUSICAL SYMBOL NULL NOTEHEAD}")
+# A letter or digit that `visible_text` keeps: the only hidden letters are default-ignorable ones.
+_VISIBLE_LETTER_OR_DIGIT = regex.compile(r"\p{N}|(?!\p{Default_Ignorable_Code_Point})\p{L}")
 
 
 def visible_text(text: str) -> str:
     """`text` as a reader sees it: characters that show nothing removed, blank ones as spaces.
-    Every text scorer decides what is content through this one function."""
+    Every text scorer decides what is content through this one function (`has_content` applies
+    the same rule without building the string)."""
+    text = _CONTROL.sub("", text)
     if text.isascii():
-        return _ASCII_HIDDEN.sub("", text)
-    return _HIDDEN.sub("", _BLANK.sub(" ", text))
+        return text
+    text = _FORMAT.sub("", _DEFAULT_IGNORABLE.sub(_blank_or_nothing, text))
+    for glyph in BLANK_GLYPHS:
+        if glyph in text:
+            text = text.replace(glyph, " ")
+    return text
+
+
+def _blank_or_nothing(hidden: regex.Match) -> str:
+    return " " if _LETTER.search(hidden.group()) else ""
 
 
 def has_content(text: str) -> bool:
     """Whether `text` shows a letter or a digit: whitespace, invisible letters and blank glyphs do not count."""
-    return _LETTER_OR_DIGIT.search(visible_text(text)) is not None
+    return _VISIBLE_LETTER_OR_DIGIT.search(text) is not None
 
 
 @functools.cache
 def _lookalikes() -> dict[int, str]:
-    """Unicode's confusables (UTS #39, as shipped by confusable-homoglyphs): each letter mapped to one
-    letter of its look-alike class, an ASCII one where the class has one; ASCII maps to itself."""
+    """Unicode's confusables (UTS #39, as shipped by confusable-homoglyphs): each letter of another
+    script that looks like an ASCII letter, mapped to it."""
     from confusable_homoglyphs.utils import load  # 0.3 s to read: loaded on first use
 
     parent: dict[str, str] = {}
@@ -92,7 +106,7 @@ def _lookalikes() -> dict[int, str]:
                 a, b = root(char), root(glyph["c"])
                 if a != b:
                     parent[max(a, b, key=_rank)] = min(a, b, key=_rank)
-    return {ord(c): root(c) for c in parent if not c.isascii() and root(c) != c}
+    return {ord(c): root(c) for c in parent if not c.isascii() and root(c).isascii()}
 
 
 def _rank(c: str) -> tuple[bool, bool, int]:
@@ -100,38 +114,55 @@ def _rank(c: str) -> tuple[bool, bool, int]:
 
 
 def fold_text(text: str, lowercase: bool = True) -> str:
-    """Visible text as repetition compares it: width and compatibility forms folded (NFKC), look-alike
-    letters from other scripts folded to one (Cyrillic `а` and Greek `α` to `a`), case-folded unless
-    `lowercase` is False."""
-    text = unicodedata.normalize("NFKC", visible_text(text))
-    if lowercase:
-        text = text.casefold()
-    return text if text.isascii() else text.translate(_lookalikes())
+    """Visible text as repetition compares it: width and compatibility forms folded (NFKC), letters of
+    other scripts that look like ASCII letters folded to them (Cyrillic `а` and Greek `α` to `a`),
+    case-folded unless `lowercase` is False."""
+    return _fold(visible_text(text), lowercase)
 
 
-# Scripts written without spaces: each character is a word.
-UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
-# In scripts written without spaces, a word is a run of up to this many characters, taken from the start
-# of the run: a word of English carries about as much as two or three Chinese characters.
+def _fold(visible: str, lowercase: bool = True) -> str:
+    if visible.isascii():
+        return visible.lower() if lowercase else visible
+    text = unicodedata.normalize("NFKC", visible)
+    return (text.casefold() if lowercase else text).translate(_lookalikes())
+
+
+# Scripts written without spaces: a word is a run of up to `UNSPACED_WORD_CHARS` of their characters,
+# from the start of the run: a word of English carries about as much as two or three Chinese characters.
+UNSPACED_SCRIPTS = ("Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
+UNSPACED = "|".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
 UNSPACED_WORD_CHARS = 3
 # A run of letters longer than this is words written without spaces (`checkcheckcheck...`): it is
 # taken in pieces as a script without spaces is, so a loop glued without separators still repeats.
 MAX_WORD_CHARS = 24
-_LETTERS = rf"[[\p{{L}}\p{{M}}\p{{N}}]--[{UNSPACED}]]"
-_WORD = regex.compile(rf"(?V1){_LETTERS}{{1,{MAX_WORD_CHARS}}}+(?!{_LETTERS})|{_LETTERS}{{1,{UNSPACED_WORD_CHARS}}}"
-                      rf"|[{UNSPACED}]{{1,{UNSPACED_WORD_CHARS}}}")
+_UNSPACED_RUN = regex.compile(rf"(?:{UNSPACED})+")
+_PIECES = rf"(?:{UNSPACED}){{1,{UNSPACED_WORD_CHARS}}}|\w{{1,{MAX_WORD_CHARS}}}+(?!\w)|\w{{1,{UNSPACED_WORD_CHARS}}}"
+_WORD = regex.compile(_PIECES)
 # Punctuation between two words separates them (`check-check`, `check.check`); elsewhere it is part
 # of the word it sits in (`\int_0^1`, `e^{x}`, `x-axis`) and is dropped.
-_GLUE = regex.compile(r"(?<=[\p{L}\p{M}]{2})[^\p{L}\p{M}\p{N}\s]+(?=[\p{L}\p{M}]{2})")
-_NOT_WORD = regex.compile(r"[^\p{L}\p{M}\p{N}\s]+")
+_GLUE = regex.compile(r"(?<=[^\W\d_]{2})[\W_]+(?=[^\W\d_]{2})")
+_NOT_WORD = regex.compile(r"[\W_]+")
+# Whitespace-separated tokens recur across a batch (a vocabulary), so each is split and folded once.
+_TOKENS_CACHED = 1 << 16
 
 
 def words_of(text: str, lowercase: bool = True) -> list[str]:
     """The words of `text` folded (`fold_text`): whitespace-separated, punctuation between two words
-    separating them too and dropped elsewhere; in a script written without spaces, runs of
-    `UNSPACED_WORD_CHARS` characters."""
-    folded = _NOT_WORD.sub("", _GLUE.sub(" ", fold_text(text, lowercase)))
-    return [w for token in folded.split() for w in _WORD.findall(token)]
+    separating them too and dropped elsewhere; in a script written without spaces, and in a run longer
+    than any word, pieces of `UNSPACED_WORD_CHARS` characters."""
+    tokens = visible_text(text).split()
+    return list(itertools.chain.from_iterable(map(_token_words, tokens, itertools.repeat(lowercase))))
+
+
+@functools.lru_cache(maxsize=_TOKENS_CACHED)
+def _token_words(token: str, lowercase: bool) -> tuple[str, ...]:
+    folded = _fold(token, lowercase)
+    if folded.isalnum() and folded.isascii() and len(folded) <= MAX_WORD_CHARS:
+        return (folded,)
+    words = " ".join(_NOT_WORD.sub("", part) for part in _GLUE.sub(" ", folded).split())
+    if not words.isascii():
+        words = _UNSPACED_RUN.sub(r" \g<0> ", words)
+    return tuple(_WORD.findall(words))
 
 
 # Code as markdown shows it: fenced blocks (an unclosed fence runs to the end) and inline spans.
@@ -149,26 +180,40 @@ def without_code_tags(text: str) -> str:
 
 # A run of this many characters (whitespace aside) seen before is repeated text: about twelve words.
 REPEAT_CHARS = 64
-_SPACE = regex.compile(r"\s+")
 # A number of up to this many digits: a counter's `1.`, `2.`, `3.` or a table's values compare as one
 # digit, so numbering the copies of a sentence does not make them new; a longer digit run is itself.
-_NUMBER = regex.compile(r"(?<!\p{N})\p{N}{1,6}(?!\p{N})")
+_NUMBER = regex.compile(r"(?<!\d)\d{1,6}(?!\d)")
+# Where a repeat is compared from: each word (or piece of one) and each other character.
+_UNIT = regex.compile(_PIECES + r"|\S")
 
 
 def content_length(text: str) -> int:
     """The characters a length target counts: visible text with whitespace runs as one space, less
-    the share of repeated text. Text is repeated where a run of `REPEAT_CHARS` characters (folded,
-    whitespace left out, each number as one digit) was seen before, so a loop of any period, with any
-    separator, numbered or not, in any script, adds nothing past its first period and one run."""
-    shown = _SPACE.sub(" ", visible_text(text)).strip()
-    if len(shown) <= REPEAT_CHARS:
-        return len(shown)
-    stream = _NUMBER.sub("0", _SPACE.sub("", fold_text(shown)))
-    grams = len(stream) - REPEAT_CHARS + 1
-    if grams <= 1:
-        return len(shown)
-    repeated = grams - len({stream[i : i + REPEAT_CHARS] for i in range(grams)})
-    return round(len(shown) * (1 - repeated / len(stream))) if repeated else len(shown)
+    the share of it that repeats. A unit (a word, a piece of one, any other character) repeats when
+    the `REPEAT_CHARS` characters from it (folded, whitespace left out, each number as one digit)
+    were seen before: a loop of any period, with any separator, numbered or not, in any script, adds
+    nothing past its first copy and one run. Units, not every character, start a run: the same text
+    starts its runs at the same places wherever it sits, and there are fewer of them to compare."""
+    tokens = visible_text(text).split()
+    shown = sum(map(len, tokens)) + len(tokens) - 1
+    if shown <= REPEAT_CHARS:
+        return max(shown, 0)
+    units = list(itertools.chain.from_iterable(map(_token_units, tokens)))
+    stream = "".join(units)
+    starts = itertools.accumulate(map(len, units), initial=0)
+    runs = [stream[i : i + REPEAT_CHARS] for i in itertools.takewhile((len(stream) - REPEAT_CHARS).__ge__, starts)]
+    repeated = len(runs) - len(set(runs))
+    return round(shown * (1 - repeated / len(units))) if repeated else shown
+
+
+@functools.lru_cache(maxsize=_TOKENS_CACHED)
+def _token_units(token: str) -> tuple[str, ...]:
+    folded = _NUMBER.sub("0", _fold(token))
+    if folded.isalnum() and folded.isascii() and len(folded) <= MAX_WORD_CHARS:
+        return (folded,)
+    if not folded.isascii():
+        folded = _UNSPACED_RUN.sub(r" \g<0> ", folded)
+    return tuple(_UNIT.findall(folded))
 
 
 # ---------------------------------------------------------------------------------------------
