@@ -1,4 +1,7 @@
-"""Language consistency (DeepSeek-R1): the share of the reasoning written in the target language.
+"""Language consistency (DeepSeek-R1): the share of a completion written in the target language.
+
+What a reader reads is judged: by default the whole completion, and inside math, code and the answer
+block every letter except ASCII notation.
 
 Default method `script`: the share of distinct words written in the target's Unicode scripts,
 by the `regex` module's script properties (C speed, no model, exact for language pairs with distinct
@@ -42,7 +45,8 @@ _WORD = regex.compile(rf"[{_UNSPACED}]|[^\P{{L}}{_UNSPACED}]+")
 # Math and code are written in ASCII letters whatever the language of the prose around them, so
 # there those letters are neither target nor foreign; any other letter in them is prose and counts.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.
-_MATH = regex.compile(r"\$\$[^$]*\$\$|\$[^$\n]*\$|\\\(.*?(?:\\\)|\Z)|\\\[.*?(?:\\\]|\Z)", regex.DOTALL)
+_MATH = regex.compile(r"\$\$[^$]*\$\$|\$[^$\n]*\$|\\\(.*?(?:\\\)|\Z)|\\\[.*?(?:\\\]|\Z)|\\[A-Za-z]+",
+                      regex.DOTALL)
 _ASCII_LETTERS = regex.compile(r"\\[A-Za-z]+|[A-Za-z]+")
 # Markup is not language; an answer block is notation (a number, a unit, a choice letter) like math.
 _TAG = regex.compile(r"</?[A-Za-z_][\w:.-]{0,63}>")
@@ -86,8 +90,9 @@ class LanguageConsistencyParams(BaseModel):
         "`reasoning`: only the `<think>` block (or the text before `</think>`, or the whole completion when "
         "there is no tag): text outside it is not looked at.")
     ignore_math_and_code: bool = Field(
-        True, description="In `$…$`, `\\(…\\)`, `\\[…\\]` math and code spans and fences, leave out ASCII "
-        "letters and LaTeX commands (notation, not language); every other letter there still counts.")
+        True, description="In `$…$`, `\\(…\\)`, `\\[…\\]` math, code spans and fences and the `<answer>` "
+        "block, leave out ASCII letters, and LaTeX commands anywhere (notation, not language); every other "
+        "letter there still counts.")
     min_letters: int = Field(1, ge=1, description="Fewer letters than this in the reasoning: None.")
     unit: Literal["words", "letters"] = Field(
         "words", description="`script` method: share of the distinct words (a run of letters; in Chinese, "
