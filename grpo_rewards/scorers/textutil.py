@@ -208,9 +208,13 @@ def content_length(text: str) -> int:
 
 @functools.lru_cache(maxsize=_TOKENS_CACHED)
 def _token_units(token: str) -> tuple[str, ...]:
-    folded = _NUMBER.sub("0", _fold(token))
-    if folded.isalnum() and folded.isascii() and len(folded) <= MAX_WORD_CHARS:
-        return (folded,)
+    folded = _fold(token)
+    if folded.isascii() and len(folded) <= MAX_WORD_CHARS:
+        if folded.isalpha():
+            return (folded,)
+        if folded.isdigit():
+            return ("0",) if len(folded) <= 6 else (folded,)
+    folded = _NUMBER.sub("0", folded)
     if not folded.isascii():
         folded = _UNSPACED_RUN.sub(r" \g<0> ", folded)
     return tuple(_UNIT.findall(folded))
