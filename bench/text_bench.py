@@ -1,6 +1,6 @@
 """Text scorers on 10,000 completions of 2,000 characters, on one core; TRL's functions side by side.
 
-    python bench/text_bench.py [--n 10000] [--chars 2000] [--repeat 3]
+    python bench/text_bench.py [--n 10000] [--chars 2000] [--repeat 3] [--cases REGEX]
 
 Prints a markdown table (best of `--repeat` runs, seconds per batch) to paste into docs/benchmarks.md.
 Target: every scorer under 2 s per 10,000 completions. Where TRL ships an equivalent, it runs on the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--chars", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cases", default="", help="only the scorers whose label matches this regex")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
@@ -103,6 +105,8 @@ def main() -> None:
     print("| scorer | ours wall (s) | ours CPU (s) | TRL wall (s) | TRL CPU (s) | CPU ratio ours / TRL |")
     print("|---|---|---|---|---|---|")
     for label, scorer, samples, results in cases:
+        if not re.search(args.cases, label):
+            continue
         wall, cpu = best_of(args.repeat, lambda s=scorer, x=samples, r=results: s.score(x, r))
         peer = peers.get(label)
         row = f"| {label} | {wall:.3f} | {cpu:.3f} |"

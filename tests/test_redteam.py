@@ -4,12 +4,15 @@ at the score it must get; and the honest answers next to each defence, which mus
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from grpo_rewards import redteam
 from grpo_rewards.redteam import Hack, all_hacks, run_hacks
+from grpo_rewards.redteam import text as redteam_text
 from grpo_rewards.registry import get_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.math import MathAccuracy
@@ -18,12 +21,15 @@ MATH = all_hacks(("math",))
 TEXT = all_hacks(("text",))
 
 
-def _check(hacks: list[Hack]) -> None:
+def _check(hacks: list[Hack], at_most: bool = False) -> None:
+    """Each hack scores what it must; with `at_most`, no more than that (a penalty may be heavier)."""
     scores = run_hacks(hacks)
     wrong = {}
     for hack, score in zip(hacks, scores, strict=True):
         if hack.expect is None:
             ok = score.value is None and bool(score.info.get("reason"))
+        elif at_most and score.value is not None:
+            ok = score.value <= hack.expect + 1e-9
         else:
             ok = score.value == pytest.approx(hack.expect, abs=1e-9)
         if not ok:
@@ -117,7 +123,7 @@ GENERIC = [h for h in all_hacks() if h.scorer == redteam.ANY_SCORER]
 
 @pytest.mark.timeout(300)
 def test_text_hacks_score_what_they_must():
-    _check(SPECIFIC_TEXT)
+    _check(SPECIFIC_TEXT, at_most=True)
 
 
 # A configuration of every built-in scorer, for the hacks that apply to any of them.
@@ -139,3 +145,65 @@ def test_generic_hacks_earn_nothing_from_any_builtin_scorer():
                 paid[(hack.id, name)] = score.value
     assert len(registry.scorers) >= 12 and len(GENERIC) >= 3
     assert not paid
+
+
+# --- Text families: every member generated from data, so a new member fails too -------------
+
+
+def test_blank_characters_come_from_unicode_properties():
+    blanks = redteam_text.blank_characters()
+    # The default-ignorable letters and blank glyphs, the zero-width and bidi controls, the tag block.
+    for c in "\u3164\u115f\u1160\uffa0\u2800\U0001d159\u200b\u200d\u202e\u2060\ufeff\u00ad\U000e0041\ufe0f":
+        assert c in blanks
+    assert len(blanks) > 4000 and not any(c.isspace() for c in blanks)
+    assert "\u3164".isalpha()  # a letter to Python: why a letter-or-digit check let it through
+
+
+@pytest.mark.timeout(600)
+def test_every_blank_character_earns_nothing():
+    hacks = [h for c in redteam_text.blank_characters() for h in redteam_text.blank_hacks(c)]
+    _check(hacks, at_most=True)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("family", ["homoglyph", "separator", "unspaced", "padding", "tags", "language"])
+def test_text_families_earn_nothing(family):
+    hacks = {
+        "homoglyph": [h for n, g in redteam_text.HOMOGLYPH_MAPS.items() for h in redteam_text.homoglyph_hacks(n, g)],
+        "separator": [h for s in redteam_text.SEPARATORS for h in redteam_text.separator_hacks(s)],
+        "unspaced": [h for n, t in redteam_text.UNSPACED_LOOPS.items() for h in redteam_text.unspaced_hacks(n, t)],
+        "padding": redteam_text.padding_hacks(),
+        "tags": redteam_text.tag_hacks(),
+        "language": redteam_text.language_hacks(),
+    }[family]
+    assert len(hacks) >= 4
+    _check(hacks, at_most=True)
+
+
+# Honest completions in eight scripts and styles (prose, numbered steps, bullets, tables, enumerations,
+# LaTeX, code): what every text scorer gave them before the family defences, and must still give.
+HONEST = [json.loads(line) for line in (Path(__file__).parent / "data" / "honest_text.jsonl").open(encoding="utf-8")]
+
+
+@pytest.mark.timeout(300)
+def test_honest_completions_keep_their_credit():
+    from grpo_rewards.scorers import text
+
+    samples = [Sample("", row["completion"]) for row in HONEST]
+    assert len({row["language"] for row in HONEST}) >= 6
+    checks = {
+        "think_format": text.ThinkFormat(), "tag_count": text.TagCount(),
+        "tag_count_newlines": text.TagCount(require_newlines=True),
+    }
+    for name, scorer in checks.items():
+        assert [s.value for s in scorer.score(samples)] == [1.0] * len(samples), name
+    lengths = text.Length(target=1000).score(samples)
+    for row, score in zip(HONEST, lengths, strict=True):  # content as written: no honest text is padding
+        assert score.info["length"] == row["before"]["length"], row["id"]
+    for row, score in zip(HONEST, text.Repetition().score(samples), strict=True):
+        assert score.value >= row["before"]["repetition"] - 0.04, row["id"]
+    for row, sample in zip(HONEST, samples, strict=True):
+        value = text.LanguageConsistency(target=row["language"]).score([sample])[0].value
+        assert value >= row["before"]["language"] - 1e-4, row["id"]  # stored rounded to 4 places
+    steps = text.ReasoningSteps(target_steps=10).score(samples)
+    assert [s.value for s in steps] == [row["before"]["steps"] for row in HONEST]

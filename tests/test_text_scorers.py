@@ -236,7 +236,10 @@ def test_reasoning_steps_markers_cap_and_source():
     assert got.value == 1.0 and got.info["steps"] == 3  # stops at the cap
     assert one(ReasoningSteps(target_steps=10), text).info["steps"] == 6
     assert one(scorer, "just an answer").value == 0.0
-    assert one(ReasoningSteps(patterns=[r"\bthen\b"], ignore_case=True), "Then then THEN").value == 1.0
+    assert one(ReasoningSteps(patterns=[r"\bthen\b"], ignore_case=True), "Then add. then carry, THEN 4").value == 1.0
+    # A marker is a step only when something visible follows it before the next marker.
+    empty = one(scorer, "Step 1:\nStep 2: \u3164\nStep 3: ...\n- \n- compute 2 + 2")
+    assert empty.value == pytest.approx(1 / 3) and empty.info["empty_markers"] == 4
     only_reasoning = ReasoningSteps(source="reasoning", target_steps=2)
     assert one(only_reasoning, "<think>Step 1: x</think>Step 2: y\nStep 3: z").value == 0.5
 
@@ -246,16 +249,20 @@ def test_reasoning_steps_markers_cap_and_source():
 
 def test_language_consistency_script_share():
     zh = LanguageConsistency(target="zh")
-    by_letters = LanguageConsistency(target="zh", unit="letters")
+    by_letters = LanguageConsistency(target="zh", unit="letters", source="reasoning")
     mixed = one(by_letters, "<think>我们先计算 then add</think>answer")
     assert mixed.value == pytest.approx(5 / 12) and mixed.info["source"] == "think_block"
-    assert one(zh, "<think>我们先计算 then add</think>answer").value == pytest.approx(5 / 7)  # 5 characters, 2 words
+    # The whole completion by default: 5 characters, 3 words (`then`, `add`, `answer`); tags are markup.
+    assert one(zh, "<think>我们先计算 then add</think>answer").value == pytest.approx(5 / 8)
     assert one(LanguageConsistency(), "<think>all english here</think>").value == 1.0
     assert one(LanguageConsistency(target="Cyrillic", unit="letters"), "Привет world").value == pytest.approx(6 / 11)
     assert one(LanguageConsistency(target="Cyrillic"), "Привет world").value == pytest.approx(1 / 2)
     # LaTeX and code are not prose: $\frac{x}{y}$ in Chinese reasoning does not count as English.
     assert one(zh, r"计算 $\frac{x}{y}$ 和 `print(x)`").value == 1.0
     assert one(LanguageConsistency(target="zh", ignore_math_and_code=False), r"计算 $x$").value < 1.0
+    # ... but prose in another script is prose wherever it is written: in math, code or the answer block.
+    for hidden in [r"$\text{我们先计算}$", "`我们先计算`", "```\n# 我们先计算\n```", "<answer>我们先计算</answer>"]:
+        assert one(LanguageConsistency(), f"<think>we add</think>{hidden}").value == pytest.approx(2 / 7)
     empty = one(zh, "<think>12 + 3 = 15</think>")
     assert empty.value is None and "letters" in empty.info["reason"]
 

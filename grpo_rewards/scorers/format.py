@@ -13,13 +13,9 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from grpo_rewards.scorer import Sample, Score, Scorer
-from grpo_rewards.scorers.textutil import completion_text, prompt_text, reasoning_text
-
-_CONTENT = regex.compile(r"[\p{L}\p{N}]")  # a letter or a digit: a block is more than whitespace
-
-
-def has_content(text: str) -> bool:
-    return _CONTENT.search(text) is not None
+from grpo_rewards.scorers.textutil import (
+    completion_text, has_content, prompt_text, reasoning_text, without_code_tags,
+)
 
 TAG_NAME = r"^[A-Za-z_][\w:.-]{0,63}$"
 
@@ -71,7 +67,7 @@ class ThinkFormat(Scorer):
 
     def _one(self, sample: Sample) -> Score:
         p = self.params
-        text = completion_text(sample)
+        text = without_code_tags(completion_text(sample))
         think, answer = p.think_tag, p.answer_tag
         if p.whitespace == "lenient":
             text, think, answer = text.lstrip().lower(), think.lower(), answer.lower() if answer else None
@@ -142,7 +138,8 @@ class TagCountParams(BaseModel):
     penalty: float = Field(
         1.0, ge=0.0, le=1.0,
         description="Subtracted, in units of one marker's credit, for every extra occurrence of a marker and "
-        "for every tag block nested in (or crossing) another; 0 only withholds the credit.",
+        "for every tag block nested in (or crossing) another or placed out of the order of `tags`; 0 only "
+        "withholds the credit. Tags inside code spans or fences are code, not markers.",
     )
     require_content: bool = Field(
         True, description="A block with no letter or digit inside (`<think> </think>`) earns nothing for its "
@@ -160,7 +157,7 @@ class TagCountParams(BaseModel):
 
 
 class TagCount(Scorer):
-    """Partial credit per well-formed tag marker: each counted once; repeated or nested tags are penalised."""
+    """Partial credit per well-formed tag marker: each counted once; repeated, nested or misordered tags are penalised."""
 
     name = "tag_count"
     Params = TagCountParams
@@ -183,7 +180,7 @@ class TagCount(Scorer):
         return _find_all(text, f"<{tag}>"), _find_all(text, f"</{tag}>")
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
-        return [self._one(completion_text(s)) for s in samples]
+        return [self._one(without_code_tags(completion_text(s))) for s in samples]
 
     def _one(self, text: str) -> Score:
         credits, offenses, per_tag, blocks = 0, 0, {}, []
@@ -200,15 +197,29 @@ class TagCount(Scorer):
                     credits -= 2
                     status["empty"] = True
             per_tag[tag] = status
-        blocks.sort()
-        nested = [b[2] for a, b in zip(blocks, blocks[1:]) if b[0] < a[1]]
-        for tag in nested:
+        for tag, problem in _misplaced(blocks, self.params.tags):
             credits -= 2  # its markers earn nothing
             offenses += 1
-            per_tag[tag]["nested"] = True
+            per_tag[tag][problem] = True
         unit = 1.0 / (2 * len(self.params.tags))
         value = max(-1.0, min(1.0, (credits - self.params.penalty * offenses) * unit))
         return Score(value, {"tags": per_tag, "credited_markers": credits, "offenses": offenses})
+
+
+def _misplaced(blocks: list[tuple[int, int, str]], order: list[str]) -> list[tuple[str, str]]:
+    """(tag, "nested" or "out_of_order") for each block inside or across the one before it, or
+    placed before a block whose tag the list names earlier."""
+    out, end, latest = [], -1, -1
+    for start, close, tag in sorted(blocks):
+        rank = order.index(tag)
+        if start < end:
+            out.append((tag, "nested"))
+        elif rank < latest:
+            out.append((tag, "out_of_order"))
+        else:
+            latest = rank
+        end = max(end, close)
+    return out
 
 
 def _find_all(text: str, needle: str) -> list[int]:
@@ -308,7 +319,8 @@ class ReasoningStepsParams(BaseModel):
 
     patterns: list[str] = Field(
         DEFAULT_STEP_PATTERNS, min_length=1,
-        description="Step-marker regexes (multi-line mode: `^` is a line start); each match is one step.")
+        description="Step-marker regexes (multi-line mode: `^` is a line start); each match followed by a "
+        "visible letter or digit before the next match is one step.")
     target_steps: int = Field(3, ge=1, le=10_000, description="Steps for full credit: min(steps, target) / target.")
     ignore_case: bool = Field(False, description="Match the patterns case-insensitively.")
     source: Literal["completion", "reasoning"] = Field(
@@ -341,11 +353,27 @@ class ReasoningSteps(Scorer):
         if self.params.source == "reasoning":
             text, _ = reasoning_text(text)
         markers: list[str] = []
+        empty, previous = 0, None
         try:
+            # A marker is a step when something visible follows it before the next marker.
             for m in self._pattern.finditer(text, timeout=STEP_PATTERN_TIMEOUT_S):
-                markers.append(m.group(0).strip())
-                if len(markers) >= target:  # the cap is reached: no need to scan a 1 MB tail
-                    break
+                if previous is not None:
+                    empty += not _count_step(previous, text[previous.end() : m.start()], markers)
+                    if len(markers) >= target:  # the cap is reached: no need to scan a 1 MB tail
+                        break
+                previous = m
+            else:
+                if previous is not None:
+                    empty += not _count_step(previous, text[previous.end() :], markers)
         except TimeoutError:
             return Score.unscorable(f"step patterns timed out after {STEP_PATTERN_TIMEOUT_S:g} s")
-        return Score(len(markers) / target, {"steps": len(markers), "target_steps": target, "markers": markers[:10]})
+        steps = min(len(markers), target)
+        return Score(steps / target, {"steps": steps, "target_steps": target, "markers": markers[:10],
+                                      **({"empty_markers": empty} if empty else {})})
+
+
+def _count_step(marker: regex.Match, body: str, markers: list[str]) -> bool:
+    if has_content(body):
+        markers.append(marker.group(0).strip())
+        return True
+    return False

@@ -1,4 +1,7 @@
-"""Language consistency (DeepSeek-R1): the share of the reasoning written in the target language.
+"""Language consistency (DeepSeek-R1): the share of a completion written in the target language.
+
+What a reader reads is judged: by default the whole completion, and inside math, code and the answer
+block every letter except ASCII notation.
 
 Default method `script`: the share of distinct words written in the target's Unicode scripts,
 by the `regex` module's script properties (C speed, no model, exact for language pairs with distinct
@@ -19,7 +22,9 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grpo_rewards.scorer import Sample, Score, Scorer
-from grpo_rewards.scorers.textutil import completion_text, reasoning_text
+from grpo_rewards.scorers.textutil import (
+    CODE_SPANS, UNSPACED_SCRIPTS, completion_text, reasoning_text, visible_text,
+)
 
 _LATIN = ("af ca cs cy da de en es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no pl pt ro sk sl sq sv sw "
           "tl tr vi").split()
@@ -35,12 +40,22 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 
 _NON_LETTERS = regex.compile(r"\P{L}+")
 # Scripts written without spaces: each character is counted as a word.
-_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+_UNSPACED = "".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
 _WORD = regex.compile(rf"[{_UNSPACED}]|[^\P{{L}}{_UNSPACED}]+")
-# Math and code are written in Latin letters whatever the language of the prose around them.
+# Math and code are written in ASCII letters whatever the language of the prose around them, so
+# there those letters are neither target nor foreign; any other letter in them is prose and counts.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.
-_MATH_AND_CODE = regex.compile(r"```[^`]*```|`[^`\n]*`|\$\$[^$]*\$\$|\$[^$\n]*\$|\\[A-Za-z]+")
+_MATH = regex.compile(r"\$\$[^$]*\$\$|\$[^$\n]*\$|\\\(.*?(?:\\\)|\Z)|\\\[.*?(?:\\\]|\Z)|\\[A-Za-z]+",
+                      regex.DOTALL)
+_ASCII_LETTERS = regex.compile(r"\\[A-Za-z]+|[A-Za-z]+")
+# Markup is not language; an answer block is notation (a number, a unit, a choice letter) like math.
+_TAG = regex.compile(r"</?[A-Za-z_][\w:.-]{0,63}>")
+_ANSWER_BLOCK = regex.compile(r"<answer>.*?(?:</answer>|\Z)", regex.DOTALL)
 _SENTENCE_END = regex.compile(r"[.!?。！？\n]+")
+
+
+def _without_ascii_letters(match: regex.Match) -> str:
+    return " " + _ASCII_LETTERS.sub(" ", match.group()) + " "
 
 
 @functools.lru_cache(maxsize=64)
@@ -71,9 +86,13 @@ class LanguageConsistencyParams(BaseModel):
         "script", description="`script`: share of letters in the target's scripts; `langid`: share of letters "
         "in sentences that py3langid identifies as the target language (needs a language code).")
     source: Literal["reasoning", "completion"] = Field(
-        "reasoning", description="`reasoning`: the `<think>` block (or the text before `</think>`, or the "
-        "whole completion when there is no tag); `completion`: everything.")
-    ignore_math_and_code: bool = Field(True, description="Leave out `$…$` math, LaTeX commands and code spans.")
+        "completion", description="`completion`: everything the reader sees, reasoning and answer. "
+        "`reasoning`: only the `<think>` block (or the text before `</think>`, or the whole completion when "
+        "there is no tag): text outside it is not looked at.")
+    ignore_math_and_code: bool = Field(
+        True, description="In `$…$`, `\\(…\\)`, `\\[…\\]` math, code spans and fences and the `<answer>` "
+        "block, leave out ASCII letters, and LaTeX commands anywhere (notation, not language); every other "
+        "letter there still counts.")
     min_letters: int = Field(1, ge=1, description="Fewer letters than this in the reasoning: None.")
     unit: Literal["words", "letters"] = Field(
         "words", description="`script` method: share of the distinct words (a run of letters; in Chinese, "
@@ -115,8 +134,11 @@ class LanguageConsistency(Scorer):
         where = "completion"
         if p.source == "reasoning":
             text, where = reasoning_text(text)
-        if p.ignore_math_and_code and ("$" in text or "`" in text or "\\" in text):  # skip a pass when absent
-            text = _MATH_AND_CODE.sub(" ", text)
+        text = visible_text(text)
+        if "<" in text:
+            text = _TAG.sub(" ", _ANSWER_BLOCK.sub(_without_ascii_letters, text) if p.ignore_math_and_code else text)
+        if p.ignore_math_and_code and ("$" in text or "`" in text or "\\" in text or "~~~" in text):
+            text = _MATH.sub(_without_ascii_letters, CODE_SPANS.sub(_without_ascii_letters, text))
         letters = _NON_LETTERS.sub("", text)
         if len(letters) < p.min_letters:
             return Score.unscorable(f"{len(letters)} letters in the {where}, fewer than min_letters", source=where)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import (
-    completion_text, fold_word, invisible_free, reference_of, text_tokenizer, without_surrogates,
+    completion_text, reference_of, text_tokenizer, without_surrogates, words_of,
 )
 
 
@@ -32,8 +32,10 @@ class RepetitionParams(BaseModel):
                                   description="Tokenizer name or local path for token n-grams.")
     lowercase: bool = Field(True, description="Lower-case words before comparing (`words` unit).")
     fold: bool = Field(
-        True, description="`words` unit: compare words without punctuation and invisible characters, "
-        "width-folded (NFKC), so `Check, check! CHECK.` repeats one word.")
+        True, description="`words` unit: compare words as a reader sees them: invisible characters dropped, "
+        "width forms and look-alike letters of other scripts folded (`chеck` with a Cyrillic `е` is `check`), "
+        "split at anything that is not a letter or digit (spaces, hyphens, punctuation), and each character "
+        "of a script written without spaces (Chinese, Japanese, Thai) a word of its own.")
 
 
 def repeated_fraction(items: Sequence[Hashable], n: int) -> tuple[float, int]:
@@ -82,7 +84,7 @@ class Repetition(Scorer):
         p = self.params
         if not p.fold:
             return (text.lower() if p.lowercase else text).split()
-        return [w for w in (fold_word(w, p.lowercase) for w in invisible_free(text).split()) if w]
+        return words_of(text, p.lowercase)
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         p = self.params

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -14,13 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from grpo_rewards.scorer import Sample
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_INVISIBLE = regex.compile(r"\p{Cf}+")  # zero-width spaces and joiners: no visible text, no length
-_NOT_WORD = regex.compile(r"[^\p{L}\p{N}]+")
-# A character repeated past this many times in a row is padding (`=====`, 5,000 `x`).
-MAX_RUN = 32
-_LONG_RUN = re.compile(r"(.)\1{%d,}" % MAX_RUN, re.DOTALL)
-# A run of this many words seen before, in the same order, is repeated text.
-REPEAT_NGRAM = 8
 
 
 def without_surrogates(text: str) -> str:
@@ -53,34 +47,177 @@ def reference_of(sample: Any) -> dict[str, Any]:
         return {}
 
 
-def fold_word(word: str, lowercase: bool = True) -> str:
-    """A word as a repetition check compares it: width-folded (NFKC), without punctuation or
-    invisible characters, and case-folded unless `lowercase` is False."""
-    word = _NOT_WORD.sub("", unicodedata.normalize("NFKC", word))
-    return word.casefold() if lowercase else word
+# ---------------------------------------------------------------------------------------------
+# What a reader sees
+
+# Characters that show nothing: Unicode's default-ignorable code points (zero-width spaces and
+# joiners, variation selectors, tags, the Hangul fillers), format characters and controls other than
+# whitespace. Those that take a character's width, the Hangul fillers (letters) and two blank glyphs
+# that no Unicode property marks (named here), read as a space. One property per pattern: the
+# `regex` module checks a single property much faster than a union of them.
+_DEFAULT_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+_FORMAT = regex.compile(r"\p{Cf}+")
+_CONTROL = regex.compile(r"(?:(?!\s)\p{Cc})+")
+_LETTER = regex.compile(r"\p{L}")
+BLANK_GLYPHS = ("\N{BRAILLE PATTERN BLANK}", "\N{MUSICAL SYMBOL NULL NOTEHEAD}")
+# A letter or digit that `visible_text` keeps: the only hidden letters are default-ignorable ones.
+_VISIBLE_LETTER_OR_DIGIT = regex.compile(r"\p{N}|(?!\p{Default_Ignorable_Code_Point})\p{L}")
 
 
-def invisible_free(text: str) -> str:
-    return _INVISIBLE.sub("", text)
+def visible_text(text: str) -> str:
+    """`text` as a reader sees it: characters that show nothing removed, blank ones as spaces.
+    Every text scorer decides what is content through this one function (`has_content` applies
+    the same rule without building the string)."""
+    text = _CONTROL.sub("", text)
+    if text.isascii():
+        return text
+    text = _FORMAT.sub("", _DEFAULT_IGNORABLE.sub(_blank_or_nothing, text))
+    for glyph in BLANK_GLYPHS:
+        if glyph in text:
+            text = text.replace(glyph, " ")
+    return text
 
 
-def content_text(text: str) -> str:
-    """The text a length target counts: invisible characters dropped, whitespace runs as one
-    space, a run of one character cut to `MAX_RUN`, and a word that completes a run of
-    `REPEAT_NGRAM` words already seen (case and punctuation aside) left out, so that padding with
-    whitespace or with repeated text adds nothing."""
-    words = invisible_free(text).split()
-    kept, seen, window = [], set(), []
-    for word in words:
-        window.append(fold_word(word))
-        if len(window) > REPEAT_NGRAM:
-            window.pop(0)
-        gram = tuple(window)
-        if len(gram) == REPEAT_NGRAM and gram in seen:
-            continue
-        seen.add(gram)
-        kept.append(word)
-    return _LONG_RUN.sub(lambda m: m.group(1) * MAX_RUN, " ".join(kept))
+def _blank_or_nothing(hidden: regex.Match) -> str:
+    return " " if _LETTER.search(hidden.group()) else ""
+
+
+def has_content(text: str) -> bool:
+    """Whether `text` shows a letter or a digit: whitespace, invisible letters and blank glyphs do not count."""
+    return _VISIBLE_LETTER_OR_DIGIT.search(text) is not None
+
+
+@functools.cache
+def _lookalikes() -> dict[int, str]:
+    """Unicode's confusables (UTS #39, as shipped by confusable-homoglyphs): each letter of another
+    script that looks like an ASCII letter, mapped to it."""
+    from confusable_homoglyphs.utils import load  # 0.3 s to read: loaded on first use
+
+    parent: dict[str, str] = {}
+
+    def root(c: str) -> str:
+        while parent.get(c, c) != c:
+            c = parent[c]
+        return c
+
+    for char, glyphs in load("confusables.json").items():
+        for glyph in glyphs:
+            if len(char) == 1 and len(glyph["c"]) == 1 and char.isalpha() and glyph["c"].isalpha():
+                a, b = root(char), root(glyph["c"])
+                if a != b:
+                    parent[max(a, b, key=_rank)] = min(a, b, key=_rank)
+    return {ord(c): root(c) for c in parent if not c.isascii() and root(c).isascii()}
+
+
+def _rank(c: str) -> tuple[bool, bool, int]:
+    return not c.isascii(), not (c.isascii() and c.islower()), ord(c)
+
+
+def fold_text(text: str, lowercase: bool = True) -> str:
+    """Visible text as repetition compares it: width and compatibility forms folded (NFKC), letters of
+    other scripts that look like ASCII letters folded to them (Cyrillic `а` and Greek `α` to `a`),
+    case-folded unless `lowercase` is False."""
+    return _fold(visible_text(text), lowercase)
+
+
+def _fold(visible: str, lowercase: bool = True) -> str:
+    if visible.isascii():
+        return visible.lower() if lowercase else visible
+    text = unicodedata.normalize("NFKC", visible)
+    return (text.casefold() if lowercase else text).translate(_lookalikes())
+
+
+# Scripts written without spaces: a word is a run of up to `UNSPACED_WORD_CHARS` of their characters,
+# from the start of the run: a word of English carries about as much as two or three Chinese characters.
+UNSPACED_SCRIPTS = ("Han", "Hiragana", "Katakana", "Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
+UNSPACED = "|".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
+UNSPACED_WORD_CHARS = 3
+# A run of letters longer than this is words written without spaces (`checkcheckcheck...`): it is
+# taken in pieces as a script without spaces is, so a loop glued without separators still repeats.
+MAX_WORD_CHARS = 24
+_UNSPACED_RUN = regex.compile(rf"(?:{UNSPACED})+")
+_PIECES = rf"(?:{UNSPACED}){{1,{UNSPACED_WORD_CHARS}}}|\w{{1,{MAX_WORD_CHARS}}}+(?!\w)|\w{{1,{UNSPACED_WORD_CHARS}}}"
+_WORD = regex.compile(_PIECES)
+# Punctuation between two words separates them (`check-check`, `check.check`); elsewhere it is part
+# of the word it sits in (`\int_0^1`, `e^{x}`, `x-axis`) and is dropped.
+_GLUE = regex.compile(r"(?<=[^\W\d_]{2})[\W_]+(?=[^\W\d_]{2})")
+_NOT_WORD = regex.compile(r"[\W_]+")
+# Whitespace-separated tokens recur across a batch (a vocabulary), so each is split and folded once.
+_TOKENS_CACHED = 1 << 16
+
+
+def words_of(text: str, lowercase: bool = True) -> list[str]:
+    """The words of `text` folded (`fold_text`): whitespace-separated, punctuation between two words
+    separating them too and dropped elsewhere; in a script written without spaces, and in a run longer
+    than any word, pieces of `UNSPACED_WORD_CHARS` characters."""
+    tokens = visible_text(text).split()
+    return list(itertools.chain.from_iterable(map(_token_words, tokens, itertools.repeat(lowercase))))
+
+
+@functools.lru_cache(maxsize=_TOKENS_CACHED)
+def _token_words(token: str, lowercase: bool) -> tuple[str, ...]:
+    folded = _fold(token, lowercase)
+    if folded.isalnum() and folded.isascii() and len(folded) <= MAX_WORD_CHARS:
+        return (folded,)
+    words = " ".join(_NOT_WORD.sub("", part) for part in _GLUE.sub(" ", folded).split())
+    if not words.isascii():
+        words = _UNSPACED_RUN.sub(r" \g<0> ", words)
+    return tuple(_WORD.findall(words))
+
+
+# Code as markdown shows it: fenced blocks (an unclosed fence runs to the end) and inline spans.
+# Each alternative stops at its first closing delimiter, so the scan stays linear on any input.
+CODE_SPANS = regex.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", regex.DOTALL)
+
+
+def without_code_tags(text: str) -> str:
+    """`text` with the `<` of every tag inside code spans changed to `_`, same length: a tag a reader sees
+    as code is not markup."""
+    if "`" not in text and "~~~" not in text:
+        return text
+    return CODE_SPANS.sub(lambda m: m.group().replace("<", "_"), text)
+
+
+# A run of this many characters (whitespace aside) seen before is repeated text: about twelve words.
+REPEAT_CHARS = 64
+# A number of up to this many digits: a counter's `1.`, `2.`, `3.` or a table's values compare as one
+# digit, so numbering the copies of a sentence does not make them new; a longer digit run is itself.
+_NUMBER = regex.compile(r"(?<!\d)\d{1,6}(?!\d)")
+# Where a repeat is compared from: each word (or piece of one) and each other character.
+_UNIT = regex.compile(_PIECES + r"|\S")
+
+
+def content_length(text: str) -> int:
+    """The characters a length target counts: visible text with whitespace runs as one space, less
+    the share of it that repeats. A unit (a word, a piece of one, any other character) repeats when
+    the `REPEAT_CHARS` characters from it (folded, whitespace left out, each number as one digit)
+    were seen before: a loop of any period, with any separator, numbered or not, in any script, adds
+    nothing past its first copy and one run. Units, not every character, start a run: the same text
+    starts its runs at the same places wherever it sits, and there are fewer of them to compare."""
+    tokens = visible_text(text).split()
+    shown = sum(map(len, tokens)) + len(tokens) - 1
+    if shown <= REPEAT_CHARS:
+        return max(shown, 0)
+    units = list(itertools.chain.from_iterable(map(_token_units, tokens)))
+    stream = "".join(units)
+    starts = itertools.accumulate(map(len, units), initial=0)
+    runs = [stream[i : i + REPEAT_CHARS] for i in itertools.takewhile((len(stream) - REPEAT_CHARS).__ge__, starts)]
+    repeated = len(runs) - len(set(runs))
+    return round(shown * (1 - repeated / len(units))) if repeated else shown
+
+
+@functools.lru_cache(maxsize=_TOKENS_CACHED)
+def _token_units(token: str) -> tuple[str, ...]:
+    folded = _fold(token)
+    if folded.isascii() and len(folded) <= MAX_WORD_CHARS:
+        if folded.isalpha():
+            return (folded,)
+        if folded.isdigit():
+            return ("0",) if len(folded) <= 6 else (folded,)
+    folded = _NUMBER.sub("0", folded)
+    if not folded.isascii():
+        folded = _UNSPACED_RUN.sub(r" \g<0> ", folded)
+    return tuple(_UNIT.findall(folded))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,10 +242,11 @@ class LengthUnitParams(BaseModel):
     )
     padding: Literal["ignore", "count"] = Field(
         "ignore",
-        description="`ignore`: the length is that of the content: whitespace runs count as one character, a "
-        "character repeated past 32 in a row as 32, invisible characters as none, and text repeating a run "
-        "of 8 words already written (case and punctuation aside) as nothing; a token length is scaled by the "
-        "same ratio. `count`: the raw length.",
+        description="`ignore`: the length is that of the content: whitespace runs count as one character, "
+        "characters that show nothing as none, and text repeating a run of 64 characters already written "
+        "(folded: case, width and look-alike letters aside; whitespace left out; each number as one digit) "
+        "as nothing, whatever its period, separator or script; a token length is scaled by the same ratio. "
+        "`count`: the raw length.",
     )
 
 
@@ -168,14 +306,14 @@ def measure_lengths(samples: Sequence[Any], params: LengthUnitParams) -> list[tu
 
 def _content_lengths(samples: Sequence[Any], texts: list[str], params: LengthUnitParams,
                      unit: str) -> list[tuple[int | None, dict[str, Any]]]:
-    """`measure_lengths` of the content (see `content_text`); the raw length stays in the info."""
+    """`measure_lengths` of the content (see `content_length`); the raw length stays in the info."""
     raw = measure_lengths(samples, params.model_copy(update={"padding": "count", "unit": unit}))
     out = []
     for (n, info), text in zip(raw, texts, strict=True):
         if n is None:
             out.append((n, info))
             continue
-        content = len(content_text(text))
+        content = content_length(text)
         length = content if unit == "chars" else round(n * content / len(text)) if text else n
         out.append((length, {**info, "length": length, **({"raw_length": n} if length != n else {})}))
     return out
