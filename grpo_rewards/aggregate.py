@@ -88,6 +88,21 @@ def apply_policies(values: Mapping[str, Values], rules: Sequence[MemberRule]) ->
     return out, dropped
 
 
+def decided_by_gate(values: Mapping[str, Values], rules: Sequence[MemberRule], rule: MemberRule) -> list[bool] | None:
+    """Where `rule`'s gate alone decides its member's value (the gating value is None, or the gate is
+    shut), given the `values` of the members scored so far; None when that cannot be known yet (the
+    gating member, or a gate it depends on, is not scored) or the member's own None would matter
+    (`drop_sample`). There the member need not be scored at all: an expensive scorer (a judge)
+    gated on a cheap one is asked only where the cheap one passes."""
+    if rule.gate is None or rule.on_none == "drop_sample":
+        return None
+    known = [r for r in rules if r.alias in values]
+    if rule.gate.on not in values or any(r.gate is not None and r.gate.on not in values for r in known):
+        return None
+    gated, _ = apply_policies({r.alias: values[r.alias] for r in known}, known)
+    return [s is None or not _opens(rule.gate, s) for s in gated[rule.gate.on]]
+
+
 def group_normalize(column: Values, groups: Sequence[Sequence[int]]) -> Values:
     """(value - mean) / (std + eps) within each group; 0 where the group has fewer than two values."""
     out: Values = [None] * len(column)
