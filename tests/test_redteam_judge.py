@@ -59,6 +59,19 @@ def test_honest_answers_reach_the_judge():
     assert len(corpus) > 200 and screened == {}
 
 
+@pytest.mark.timeout(300)
+def test_honest_competition_math_reaches_the_judge():
+    """CHAMP (MIT): every problem, answer and solution step, and a tenth of the models' replies."""
+    champ = pytest.importorskip("champ_dataset", reason="the `bench` extra's corpus of honest math text")
+    texts = []
+    for problem in champ.load("v0").problems.values():
+        texts += [problem.answer, problem.text, *(step._text for step in problem.solution.steps)]
+        texts += [m.text for c in problem.conversations.values() for m in c.messages
+                  if m.role.startswith("Model") and m.text][::10]
+    screened = [(t[:120], screen(t)) for t in texts if screen(t) is not None]
+    assert len(texts) > 5000 and screened == []
+
+
 def judge_spec(tmp_path: Path) -> Path:
     path = tmp_path / "judge.yaml"
     path.write_text(json.dumps({"scorers": [

@@ -46,7 +46,8 @@ _CJK_OPENERS = ("思考过程", "思路", "思考", "过程", "解答", "解题"
 
 _WORDS = frozenset(w for words in _OPENERS.values() for w in words.split())
 _CJK = regex.compile("|".join(sorted(map(regex.escape, _CJK_OPENERS), key=len, reverse=True)))
-_NOT_TEXT = regex.compile(r"[\p{P}\p{S}\p{Z}\p{C}]+")  # punctuation, symbols, spaces, controls/invisibles
+# Anything but punctuation, symbols, spaces, controls and invisibles.
+_CONTENT_CHAR = regex.compile(r"[^\p{P}\p{S}\p{Z}\p{C}]")
 _MARKUP = regex.compile(r"</?\s*[a-z_]+\s*>")  # <think>, </answer>: empty tags are no content either
 _TOKEN = regex.compile(r"[\p{L}\p{M}\p{N}']+")
 
@@ -58,21 +59,21 @@ def _normal(text: str) -> str:
 def master_key(text: str) -> str | None:
     """Why `text` has no content beyond openers and punctuation (a "master key"), or None."""
     norm = _MARKUP.sub(" ", _normal(text))
-    if not _NOT_TEXT.sub("", norm):
+    if _CONTENT_CHAR.search(norm) is None:
         return "no content: empty, or only punctuation, symbols or spaces"
-    words = [_CJK.sub("", w) for w in _TOKEN.findall(norm)]
-    rest = [w for w in words if w and w.strip("'") not in _WORDS and w not in _WORDS]
-    if not rest:
-        return "no content: only an opener (such as 'Thought process:' or 'Let's solve this step by step.')"
-    return None
+    for match in _TOKEN.finditer(norm):  # stops at the first word of content
+        word = match.group(0)
+        if word not in _WORDS and word.strip("'") not in _WORDS and _CJK.sub("", word):
+            return None
+    return "no content: only an opener (such as 'Thought process:' or 'Let's solve this step by step.')"
 
 
 # Addressed to the grader: its role named in the second person or as a title.
 _GRADER = r"(?:grader|judge|evaluator|reviewer|assessor|rater|scorer|marker|examiner|verifier|reward model|ai judge)"
 _SCORE_WORD = r"(?:marks?|points?|scores?|credit|rating|grade|stars?|reward)"
 _HIGH = r"(?:full|maximum|max|maximal|perfect|top|highest|best|10|100|five|ten|a\+)"
-_INJECTION = regex.compile(
-    "|".join([
+# Separate patterns rather than one alternation: each is scanned fast for its own leading words.
+_INJECTIONS = [regex.compile(pattern) for pattern in [
         # replacing the judge's own instructions
         r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(?:previous|prior|above|earlier|preceding|"
         r"all|any|your|the|system|original)\b[^.\n]{0,25}\b(?:instructions?|prompts?|rules?|rubric|guidelines|"
@@ -95,15 +96,16 @@ _INJECTION = regex.compile(
         r"\bignor(?:a|e|ez|iere|ieren)\b[^.\n]{0,30}\b(?:instrucciones|instructions|anweisungen|consignes)\b",
         r"\b(?:puntuación máxima|note maximale|volle punktzahl|höchste punktzahl|nota máxima|pontuação máxima)\b",
         r"игнорируй(?:те)?[^.\n]{0,30}инструкци|(?:поставь|дай)(?:те)?[^.\n]{0,15}(?:максимальн|высш)",
-    ]),
-    regex.IGNORECASE,
-)
+    ]]  # lower case: the text is case-folded first
 
 
 def grader_injection(text: str) -> str | None:
     """The words of `text` that address the grader or its instructions, or None."""
-    found = _INJECTION.search(_normal(text))
-    return found.group(0) if found else None
+    norm = _normal(text)
+    for pattern in _INJECTIONS:
+        if (found := pattern.search(norm)) is not None:
+            return found.group(0)
+    return None
 
 
 def screen(text: str) -> tuple[str, str] | None:

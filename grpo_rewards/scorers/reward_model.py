@@ -14,9 +14,11 @@ kept once per process for every member that names it with the same device and dt
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -56,6 +58,10 @@ class RewardModelParams(BaseModel):
             raise ValueError(f"affine_from must be two finite numbers, low < high; got {list(self.affine_from)}")
         if not all(math.isfinite(v) for v in self.affine_to):
             raise ValueError(f"affine_to must be finite; got {list(self.affine_to)}")
+        # A hub id is `org/name`; anything else that is not a directory is a missing one, said plainly.
+        local = self.model.startswith((".", "~", "/")) or self.model.count("/") > 1
+        if local and not Path(self.model).expanduser().is_dir():
+            raise ValueError(f"reward model {self.model!r}: no such directory (relative to {os.getcwd()})")
         try:
             load_reward_model(self.model, self.device, self.dtype)
         except Exception as exc:  # noqa: BLE001 - any reason the model cannot serve is the spec's problem
