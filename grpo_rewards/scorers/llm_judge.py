@@ -137,7 +137,11 @@ class LLMJudge(Scorer):
         todo: dict[str, list[int]] = {}  # request key -> the samples that send it
         requests: dict[str, dict[str, Any]] = {}
         for i, sample in enumerate(samples):
-            verdict = self._without_call(sample)
+            try:
+                verdict = self._without_call(sample)
+            except Exception as exc:  # noqa: BLE001 - an odd sample is unscorable, never a crash
+                out[i] = Score.unscorable("cannot build the judge request", error=f"{type(exc).__name__}: {exc}")
+                continue
             if isinstance(verdict, Score):
                 out[i] = verdict
                 continue
