@@ -44,14 +44,14 @@ def judge_model_dir(scratch: Path) -> Path:
 class TransformersServe:
     """`transformers serve MODEL` as a subprocess on 127.0.0.1, waited on until it answers."""
 
-    def __init__(self, model_dir: Path, log: Path) -> None:
+    def __init__(self, model_dir: Path, log: Path, *options: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "2"}
         serve = Path(sys.executable).with_name("transformers")
         self._log = log.open("wb")
         self.proc = subprocess.Popen([str(serve), "serve", str(model_dir), "--host", "127.0.0.1", "--port",
-                                      str(self.port), "--device", "cpu", "--dtype", "float32"],
+                                      str(self.port), "--device", "cpu", "--dtype", "float32", *options],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=env)
         self.model = str(model_dir)
         deadline = time.monotonic() + SERVE_START_S
