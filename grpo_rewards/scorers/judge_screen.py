@@ -84,7 +84,8 @@ _INJECTIONS = [regex.compile(pattern) for pattern in [
         rf"\b{_GRADER}s?\s*[:,]\s*(?:please|you|give|award|rate|score|mark|output|respond|ignore)",
         rf"\byou (?:are|as) (?:the |a )?{_GRADER}\b",
         # a score demanded
-        rf"\b(?:give|award|assign|grant|rate|score|mark|grade)\b[^.\n]{{0,25}}\b{_HIGH}\b[^.\n]{{0,12}}\b{_SCORE_WORD}\b",
+        rf"\b(?:give|award|assign|grant|rate|score|mark|grade)\b[^.\n]{{0,25}}\b{_HIGH}\b"
+        rf"[^.\n]{{0,12}}\b{_SCORE_WORD}\b",
         rf"\b(?:rate|score|grade|mark)\s+(?:it|this|me|my answer|the answer|this answer|this response)?\s*"
         r"(?:as|with|a|an|at)?\s*(?:10|100|5)\s*(?:/|out of)",
         r"\b(?:output|respond with|reply with|answer with|print|return|say)\s*(?:only\s*)?[\"'“]?(?:yes|correct|"
