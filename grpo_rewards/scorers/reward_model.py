@@ -82,6 +82,7 @@ _LOAD_LOCK = threading.Lock()
 
 def load_reward_model(path: str, device: str, dtype: str) -> LoadedModel:
     """The model and tokenizer at `path`, loaded on first use and shared afterwards."""
+    # torch and transformers: the `train` extra, not the core install
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -159,7 +160,7 @@ class RewardModel(Scorer):
         return ids[-limit:], len(ids) - limit
 
     def _forward(self, batch: list[list[int]]) -> list[float]:
-        import torch
+        import torch  # the `train` extra (the model is loaded, so it is installed)
 
         width = max(len(x) for x in batch)
         pad = self.loaded.tokenizer.pad_token_id
