@@ -9,6 +9,7 @@ judge, and what is validated at load.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -27,7 +28,8 @@ from grpo_rewards.spec import load_spec  # noqa: E402
 SCALE_RUBRIC = ("Question: {prompt}\nReference answer: {answer}\nStudent answer:\n{completion}\n"
                 "Grade the student answer from 1 to 10. Reply with the number only.")
 POEM_RUBRIC = "Here is a text:\n{completion}\nWrite one short line of poetry about the sea."
-FAST = {"retries": 0, "timeout_s": 60, "max_tokens": 4}
+# SmolLM2 on a shared 2-core CPU takes tens of seconds a reply, several replies queue: a wider timeout.
+FAST = {"retries": 0, "timeout_s": 600 if os.environ.get("GRPO_JUDGE_MODEL") == "smollm2" else 60, "max_tokens": 4}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,7 @@ def test_verdicts_follow_the_reply_and_the_completion_is_fenced(proxy, judge):
     scores = scorer.score(questions(3))
     assert proxy.count == 3
     for score in scores:
+        assert "reply" in score.info, score.info
         reply = score.info["reply"]
         if score.value is None:  # the reply is shown, with why it gave nothing
             assert score.info["reason"].startswith("judge")

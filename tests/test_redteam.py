@@ -123,7 +123,7 @@ def test_generic_hacks_earn_nothing_from_any_builtin_scorer(tmp_path):
     except ImportError:
         pass
     for name, entry in sorted(registry.scorers.items()):
-        if name not in params and name == "reward_model":
+        if name not in params and name == "reward_model":  # no torch here: nothing to load
             continue
         hacks = [replace(h, params=params.get(name, {})) for h in GENERIC]
         for hack, score in zip(hacks, run_hacks(hacks, scorer=name), strict=True):
