@@ -155,8 +155,8 @@ class LLMJudge(Scorer):
             todo.setdefault(key, []).append(i)
         keys = list(todo)
         for key, score in zip(keys, self.caller.map(lambda k: self._ask(k, requests[k]), keys), strict=True):
-            for i in todo[key]:
-                out[i] = score
+            for i in todo[key]:  # a duplicate gets its own copy: infos are not shared
+                out[i] = Score(score.value, dict(score.info))
         return out  # type: ignore[return-value]
 
     def _without_call(self, sample: Sample) -> Score | dict[str, Any]:
