@@ -71,6 +71,21 @@ def apply_policies(values: Mapping[str, Values], members: Sequence[ScorerSpec]) 
     return out, dropped
 
 
+def decided_by_gate(values: Mapping[str, Values], members: Sequence[ScorerSpec], member: ScorerSpec) -> list[bool] | None:
+    """Where `member`'s gate alone decides its member's value (the gating value is None, or the gate is
+    shut), given the `values` of the members scored so far; None when that cannot be known yet (the
+    gating member, or a gate it depends on, is not scored) or the member's own None would matter
+    (`drop_sample`). There the member need not be scored at all: an expensive scorer (a judge)
+    gated on a cheap one is asked only where the cheap one passes."""
+    if member.gate is None or member.on_none == "drop_sample":
+        return None
+    known = [m for m in members if m.alias in values]
+    if member.gate.on not in values or any(m.gate is not None and m.gate.on not in values for m in known):
+        return None
+    gated, _ = apply_policies({m.alias: values[m.alias] for m in known}, known)
+    return [s is None or not _opens(member.gate, s) for s in gated[member.gate.on]]
+
+
 def combine(values: Mapping[str, Values], members: Sequence[ScorerSpec], aggregate: str,
             groups: Sequence[Sequence[int]]) -> tuple[Values, dict[str, Values], dict[str, Values], Values]:
     """(totals, each member's value after policy and gate, each member's weighted contribution,

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_rewards.aggregate import combine
+from grpo_rewards.aggregate import combine, decided_by_gate
 from grpo_rewards.cache import ScoreCache
 from grpo_rewards.group import GroupScorer, groups_of, score_in_groups
 from grpo_rewards.integrations.trl import TrlRewardFunction, trl_reward_functions
@@ -63,6 +63,8 @@ class CompositeReward:
             scorer = cls(s.scorer_params, registry=self.registry)
             self.members.append(Member(s, scorer, s.on_error or self.spec.on_error,
                                        tuple(cls.dependencies(scorer.params))))
+        # Members whose raw values a later scorer reads: always scored in full.
+        self._read_by_others = {d for m in self.members for d in m.dependencies}
         self.cache = ScoreCache(self.spec.cache_size)
         self.error_counts = {m.alias: 0 for m in self.members}
         self._logged: set[str] = set()
@@ -98,6 +100,29 @@ class CompositeReward:
             reason = f"scorer raised {type(exc).__name__}: {exc}"
             return [Score.unscorable("scorer error", error=reason) for _ in samples], len(samples), 0
 
+    def _run_gated(self, member: Member, samples: list[Sample], results: dict[str, list[Score]],
+                   groups: list[list[int]]) -> tuple[list[Score], int, int]:
+        """`_run_member` on the samples whose value the member's gate does not decide alone: the
+        others get None, which the gate replaces as it would have replaced any value."""
+        shut = None
+        if not isinstance(member.scorer, GroupScorer) and member.alias not in self._read_by_others:
+            shut = decided_by_gate({a: [s.value for s in col] for a, col in results.items()}, self.spec.scorers,
+                                   member.spec)
+        if not shut or not any(shut):
+            return self._run_member(member, samples, results, groups)
+        keep = [i for i, closed in enumerate(shut) if not closed]
+        scores: list[Score] = [Score.unscorable("not scored: its gate decides", gate_on=member.spec.gate.on)
+                               for _ in samples]
+        errors = hits = 0
+        if keep:
+            at = {i: k for k, i in enumerate(keep)}
+            part, errors, hits = self._run_member(member, [samples[i] for i in keep],
+                                                  {a: [col[i] for i in keep] for a, col in results.items()},
+                                                  [g2 for g in groups if (g2 := [at[i] for i in g if i in at])])
+            for i, score in zip(keep, part, strict=True):
+                scores[i] = score
+        return scores, errors, hits
+
     def _check_range(self, member: Member, scores: list[Score]) -> tuple[list[Score], int]:
         """A value outside the scorer's declared `value_range` is a scorer bug: like an exception, the
         sample gets None (with the value in `info`) and is counted, rather than clipped into a reward
@@ -129,7 +154,7 @@ class CompositeReward:
         results: dict[str, list[Score]] = {}
         errors, hits = dict(zeros), dict(zeros)
         for member in self.members:
-            results[member.alias], errors[member.alias], hits[member.alias] = self._run_member(
+            results[member.alias], errors[member.alias], hits[member.alias] = self._run_gated(
                 member, samples, results, groups)
             self.error_counts[member.alias] += errors[member.alias]
         values = {alias: [s.value for s in scores] for alias, scores in results.items()}

@@ -26,6 +26,8 @@ BUILTIN_PLUGINS = (
     "grpo_rewards.scorers.code",
     "grpo_rewards.scorers.group",
     "grpo_rewards.scorers.remote",
+    "grpo_rewards.scorers.reward_model",
+    "grpo_rewards.scorers.llm_judge",
     "grpo_rewards.sandbox.local",
 )
 

@@ -13,6 +13,7 @@ import pytest
 from grpo_rewards import redteam
 from grpo_rewards.redteam import Hack, all_hacks, run_hacks
 from grpo_rewards.redteam import text as redteam_text
+from grpo_rewards.redteam.judge import JUDGE_PARAMS
 from grpo_rewards.registry import get_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.math import MathAccuracy
@@ -131,15 +132,26 @@ BUILTIN_PARAMS = {
     "length": {"mode": "range", "low": 1000, "high": 3000}, "cosine_length": {"max_len": 600},
     "overlong_punishment": {"max_length": 100, "buffer": 20}, "regex_format": {"pattern": "<answer>.*</answer>"},
     "remote": {"url": "http://127.0.0.1:9/score", "retries": 0},  # nothing listens: None, never a reward
+    "llm_judge": JUDGE_PARAMS,
 }
 
 
 @pytest.mark.timeout(300)
-def test_generic_hacks_earn_nothing_from_any_builtin_scorer():
+def test_generic_hacks_earn_nothing_from_any_builtin_scorer(tmp_path):
     registry = get_registry()
     paid = {}
+    params = dict(BUILTIN_PARAMS)
+    try:  # a reward model needs a model: the tiny one (its values are logits, unbounded: never "pays")
+        from _reward_model_helpers import build_reward_model
+        from _tiny_models import build_tiny_llama
+
+        params["reward_model"] = {"model": str(build_reward_model(tmp_path / "rm", build_tiny_llama(tmp_path / "t")))}
+    except ImportError:
+        pass
     for name, entry in sorted(registry.scorers.items()):
-        hacks = [replace(h, params=BUILTIN_PARAMS.get(name, {})) for h in GENERIC]
+        if name not in params and name == "reward_model":  # no torch here: nothing to load
+            continue
+        hacks = [replace(h, params=params.get(name, {})) for h in GENERIC]
         for hack, score in zip(hacks, run_hacks(hacks, scorer=name), strict=True):
             if redteam.pays(score.value, hack.expect, entry.cls.value_range):
                 paid[(hack.id, name)] = score.value

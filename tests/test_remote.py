@@ -151,5 +151,5 @@ def test_token_from_the_environment(nap_spec, plugin_env, tmp_path, monkeypatch)
 def test_remote_scorer_pickles_without_its_threads():
     scorer = Remote(url="http://127.0.0.1:1/score", retries=0)
     clone = pickle.loads(pickle.dumps(scorer))
-    assert clone.params == scorer.params and clone._pool is not scorer._pool
+    assert clone.params == scorer.params and clone.caller._pool is not scorer.caller._pool
     assert clone.score(nap_samples(0.5))[0].info["reason"] == "remote call failed"

@@ -1,13 +1,14 @@
-"""The `remote` scorer: a grpo-rewards server (or any server with OpenRLHF's shape) as one scorer.
+"""The `remote` scorer: a grpo-rewards server (or any server with OpenRLHF's shape) as one scorer,
+and the call machinery it shares with `llm_judge`.
 
-A reward call over the network must never block or poison training: every request has a
-timeout, failed requests are retried with exponential backoff, at most `max_concurrency` run at
-once, and after `breaker_failures` failed requests in a row a circuit breaker answers at once
-(no network) until `breaker_reset_s` has passed and one probe request succeeds. A sample whose
-request failed gets None with the reason, never 0.
+A reward call over the network must never block or poison training. `Caller` gives every request
+a timeout, retries failed requests with exponential backoff, runs at most `max_concurrency` at
+once and starts at most `max_rps` a second, and after `breaker_failures` failed requests in a row
+a circuit breaker answers at once (no network) until `breaker_reset_s` has passed and one probe
+request succeeds. A sample whose request failed gets None with the reason, never 0.
 
-Plain `urllib` rather than an HTTP library: this is a built-in scorer, and the core install has
-no HTTP client dependency to give it.
+Plain `urllib` rather than an HTTP library: these are built-in scorers, and the core install has
+no HTTP client dependency to give them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,28 +31,23 @@ from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.scorer import Sample, Score, Scorer
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-class RemoteParams(BaseModel):
+class CallPolicy(BaseModel):
+    """How a scorer calls a server: the Params fields every network scorer shares."""
+
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(pattern=r"^https?://", description="Endpoint: a grpo-rewards server's `/score` (api `native`) "
-                     "or an OpenRLHF-style reward endpoint such as `/openrlhf` (api `openrlhf`).")
-    api: Literal["native", "openrlhf"] = Field(
-        "native", description="`native`: grpo-rewards `/score` (samples in, totals and per-scorer values out); "
-        "`openrlhf`: `{query, prompts, labels}` in, `rewards` out.")
-    value: str = Field("total", min_length=1, description="native api: the remote `total`, or the alias of one "
-                       "scorer of the remote spec.")
-    answer_field: str = Field("answer", min_length=1, description="openrlhf api: reference field sent as the label.")
-    token_env: str | None = Field(None, min_length=1, description="Environment variable holding the bearer token "
-                                  "(read when the scorer is built; the token never appears in a spec).")
     timeout_s: float = Field(30.0, gt=0, le=3600, description="Timeout of one HTTP request (connect and read).")
     retries: int = Field(2, ge=0, le=10, description="Retries of a request that failed (no answer, timeout, "
                          "408/429/5xx); other 4xx answers are not retried.")
     backoff_s: float = Field(0.5, ge=0, le=60, description="Wait before the first retry; doubled each retry "
-                             "(a 503's Retry-After is honoured up to 4x this).")
-    batch_size: int = Field(64, ge=1, le=4096, description="Samples per request.")
+                             "(a 429's or 503's Retry-After is honoured up to 4x this).")
     max_concurrency: int = Field(4, ge=1, le=64, description="Requests in flight at once, per scorer.")
+    max_rps: float | None = Field(None, gt=0, le=10000, description="Requests started per second at most, "
+                                  "retries included, per scorer (spaced evenly); null: no limit.")
     breaker_failures: int = Field(5, ge=1, le=1000, description="Failed requests in a row (after their retries) "
                                   "that open the circuit: further calls get None at once, without the network.")
     breaker_reset_s: float = Field(10.0, gt=0, le=3600, description="How long the circuit stays open before one "
@@ -65,6 +61,10 @@ class RemoteFailure(Exception):
         super().__init__(reason)
         self.retry = retry
         self.wait_s = wait_s
+
+
+class CircuitOpen(RemoteFailure):
+    """The breaker refused the call: recent requests failed, the network was not tried."""
 
 
 class CircuitBreaker:
@@ -97,6 +97,133 @@ class CircuitBreaker:
                 self.opened_at = time.monotonic()
 
 
+class RateLimiter:
+    """Request starts spaced at least 1/rps apart. Hand-written: a dozen lines of stdlib, where a
+    limiter package would be a new core dependency for two built-in scorers."""
+
+    def __init__(self, rps: float | None) -> None:
+        self.interval = 1.0 / rps if rps else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:  # reserve a start time, then sleep outside the lock
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
+
+def token_from_env(env: str | None, who: str) -> str | None:
+    """The secret in environment variable `env` (None: no secret); unset is the user's mistake."""
+    if not env:
+        return None
+    token = os.environ.get(env)
+    if not token:
+        raise UserError(f"{who}: environment variable {env!r} is not set")
+    return token
+
+
+class Caller:
+    """POSTs JSON under a `CallPolicy`: timeout, retries with backoff, concurrency, rate, breaker.
+
+    Pickles as its policy and token: threads and locks do not, and a copy starts its own."""
+
+    def __init__(self, policy: CallPolicy, token: str | None = None, name: str = "grpo-remote") -> None:
+        self.policy, self.token, self.name = policy, token, name
+        self._start()
+
+    def _start(self) -> None:
+        self.breaker = CircuitBreaker(self.policy.breaker_failures, self.policy.breaker_reset_s)
+        self.limiter = RateLimiter(self.policy.max_rps)
+        self._pool = ThreadPoolExecutor(max_workers=self.policy.max_concurrency, thread_name_prefix=self.name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"policy": self.policy, "token": self.token, "name": self.name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.policy, self.token, self.name = state["policy"], state["token"], state["name"]
+        self._start()
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """`fn` over `items` on the pool (at most `max_concurrency` at once), results in order."""
+        return list(self._pool.map(fn, items))
+
+    def call(self, url: str, payload: Any, parse: Callable[[Any], R]) -> R:
+        """`parse` of the JSON answer to `payload`, through the breaker; raises `RemoteFailure`
+        (`CircuitOpen` when the breaker refused) once retries are spent or `parse` rejects the answer."""
+        if not self.breaker.allow():
+            raise CircuitOpen(f"{self.breaker.failures} failed requests in a row; retrying after "
+                              f"{self.policy.breaker_reset_s:g} s", False)
+        try:
+            result = parse(self._post_with_retries(url, json.dumps(payload, default=repr).encode()))
+        except RemoteFailure:
+            self.breaker.record(False)
+            raise
+        self.breaker.record(True)
+        return result
+
+    def _post_with_retries(self, url: str, data: bytes) -> Any:
+        policy = self.policy
+        wait = policy.backoff_s
+        for attempt in range(policy.retries + 1):
+            try:
+                return self._post(url, data)
+            except RemoteFailure as failure:
+                if not failure.retry or attempt == policy.retries:
+                    raise RemoteFailure(f"{failure} (attempt {attempt + 1} of {policy.retries + 1})", False) from None
+                time.sleep(min(failure.wait_s, 4 * policy.backoff_s) if failure.wait_s is not None else wait)
+                wait *= 2
+        raise AssertionError("unreachable")
+
+    def _post(self, url: str, data: bytes) -> Any:
+        headers = {"content-type": "application/json"}
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        timeout = self.policy.timeout_s
+        self.limiter.wait()
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body = response.read()
+        except urllib.error.HTTPError as err:
+            detail = err.read()[:300].decode("utf-8", "replace")
+            retry_after = err.headers.get("retry-after", "")
+            wait = float(retry_after) if retry_after.isdigit() else None
+            raise RemoteFailure(f"HTTP {err.code}: {detail}", err.code in RETRYABLE_STATUS, wait) from None
+        except TimeoutError:
+            raise RemoteFailure(f"no answer within {timeout:g} s", True) from None
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            if isinstance(reason, TimeoutError):
+                raise RemoteFailure(f"no answer within {timeout:g} s", True) from None
+            raise RemoteFailure(f"server unreachable: {reason}", True) from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise RemoteFailure(f"answer is not JSON: {body[:200]!r}", False) from None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class RemoteParams(CallPolicy):
+    url: str = Field(pattern=r"^https?://", description="Endpoint: a grpo-rewards server's `/score` (api `native`) "
+                     "or an OpenRLHF-style reward endpoint such as `/openrlhf` (api `openrlhf`).")
+    api: Literal["native", "openrlhf"] = Field(
+        "native", description="`native`: grpo-rewards `/score` (samples in, totals and per-scorer values out); "
+        "`openrlhf`: `{query, prompts, labels}` in, `rewards` out.")
+    value: str = Field("total", min_length=1, description="native api: the remote `total`, or the alias of one "
+                       "scorer of the remote spec.")
+    answer_field: str = Field("answer", min_length=1, description="openrlhf api: reference field sent as the label.")
+    token_env: str | None = Field(None, min_length=1, description="Environment variable holding the bearer token "
+                                  "(read when the scorer is built; the token never appears in a spec).")
+    batch_size: int = Field(64, ge=1, le=4096, description="Samples per request.")
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
@@ -112,41 +239,23 @@ class Remote(Scorer):
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
-        env = self.params.token_env
-        self.token = os.environ.get(env) if env else None
-        if env and not self.token:
-            raise UserError(f"remote scorer: token_env: environment variable {env!r} is not set")
-        self._start()
+        self.caller = Caller(self.params, token_from_env(self.params.token_env, "remote scorer: token_env"))
 
-    def _start(self) -> None:
-        self.breaker = CircuitBreaker(self.params.breaker_failures, self.params.breaker_reset_s)
-        self._pool = ThreadPoolExecutor(max_workers=self.params.max_concurrency, thread_name_prefix="grpo-remote")
-
-    def __getstate__(self) -> dict[str, Any]:  # threads and locks do not pickle: a copy starts its own
-        return {"params": self.params, "token": self.token}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.params, self.token = state["params"], state["token"]
-        self._start()
+    def __getstate__(self) -> dict[str, Any]:  # the registry stays behind; the caller pickles as its policy
+        return {"params": self.params, "caller": self.caller, "registry": None}
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         size = self.params.batch_size
         chunks = [list(samples[i:i + size]) for i in range(0, len(samples), size)]
-        return [score for chunk_scores in self._pool.map(self._score_chunk, chunks) for score in chunk_scores]
+        return [score for chunk_scores in self.caller.map(self._score_chunk, chunks) for score in chunk_scores]
 
     def _score_chunk(self, chunk: list[Sample]) -> list[Score]:
-        if not self.breaker.allow():
-            return [Score.unscorable("remote circuit open", url=self.params.url,
-                                     error=f"{self.breaker.failures} failed requests in a row; "
-                                           f"retrying after {self.params.breaker_reset_s:g} s") for _ in chunk]
         try:
-            reply = self._post_with_retries(self._payload(chunk))
-            scores = self._parse(reply, len(chunk))
+            return self.caller.call(self.params.url, self._payload(chunk), lambda reply: self._parse(reply, len(chunk)))
+        except CircuitOpen as failure:
+            return [Score.unscorable("remote circuit open", url=self.params.url, error=str(failure)) for _ in chunk]
         except RemoteFailure as failure:
-            self.breaker.record(False)
             return [Score.unscorable("remote call failed", url=self.params.url, error=str(failure)) for _ in chunk]
-        self.breaker.record(True)
-        return scores
 
     def _payload(self, chunk: list[Sample]) -> dict[str, Any]:
         if self.params.api == "native":
@@ -155,45 +264,6 @@ class Remote(Scorer):
         return {"query": [s.prompt_text + s.completion_text for s in chunk],
                 "prompts": [s.prompt_text for s in chunk],
                 "labels": [s.reference.get(self.params.answer_field) for s in chunk]}
-
-    def _post_with_retries(self, payload: dict[str, Any]) -> Any:
-        data = json.dumps(payload, default=repr).encode()
-        wait = self.params.backoff_s
-        for attempt in range(self.params.retries + 1):
-            try:
-                return self._post(data)
-            except RemoteFailure as failure:
-                if not failure.retry or attempt == self.params.retries:
-                    raise RemoteFailure(f"{failure} (attempt {attempt + 1} of {self.params.retries + 1})",
-                                        False) from None
-                time.sleep(min(failure.wait_s, 4 * self.params.backoff_s) if failure.wait_s is not None else wait)
-                wait *= 2
-        raise AssertionError("unreachable")
-
-    def _post(self, data: bytes) -> Any:
-        headers = {"content-type": "application/json"}
-        if self.token:
-            headers["authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(self.params.url, data=data, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.params.timeout_s) as response:
-                body = response.read()
-        except urllib.error.HTTPError as err:
-            detail = err.read()[:300].decode("utf-8", "replace")
-            retry_after = err.headers.get("retry-after", "")
-            wait = float(retry_after) if retry_after.isdigit() else None
-            raise RemoteFailure(f"HTTP {err.code}: {detail}", err.code in RETRYABLE_STATUS, wait) from None
-        except TimeoutError:
-            raise RemoteFailure(f"no answer within {self.params.timeout_s:g} s", True) from None
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            if isinstance(reason, TimeoutError):
-                raise RemoteFailure(f"no answer within {self.params.timeout_s:g} s", True) from None
-            raise RemoteFailure(f"server unreachable: {reason}", True) from None
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise RemoteFailure(f"answer is not JSON: {body[:200]!r}", False) from None
 
     def _parse(self, reply: Any, n: int) -> list[Score]:
         if self.params.api == "native":
@@ -218,7 +288,7 @@ class Remote(Scorer):
         return Score(value, info) if value is not None else Score(None, {"reason": "remote value is None", **info})
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.caller.close()
 
 
 @hookimpl
