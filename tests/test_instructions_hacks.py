@@ -4,13 +4,18 @@ content reward, while honest answers keep their credit under the same spec."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import yaml
+from reward_helpers import REPO
 
 from grpo_rewards.compose import build
 from grpo_rewards.probe import probe
 from grpo_rewards.redteam import all_hacks, run_hacks
 from grpo_rewards.redteam.instructions import NEEDS_CONTENT_REWARD
 from grpo_rewards.scorer import Sample
+from grpo_rewards.spec import RewardSpec
 
 HACKS = all_hacks(("instructions",))
 REFUSED = [h for h in HACKS if h.name not in NEEDS_CONTENT_REWARD]
@@ -63,3 +68,10 @@ def test_honest_answers_are_paid_by_the_paired_spec():
         batch = reward.score(samples)
     assert batch.values["follows"] == [1.0] * len(HONEST), [s.info for s in batch.scores["follows"]]
     assert batch.totals == [1.5] * len(HONEST)
+
+
+def test_the_paired_spec_in_the_docs_is_the_tested_one():
+    text = (REPO / "docs" / "reward-hacking.md").read_text()
+    mark = "<!-- checked by tests/test_instructions_hacks.py::test_the_paired_spec_in_the_docs_is_the_tested_one -->"
+    block = re.search(re.escape(mark) + r"\n```yaml\n(.*?)```", text, flags=re.S)
+    assert RewardSpec.model_validate(yaml.safe_load(block.group(1))) == RewardSpec.model_validate(PAIRED)
