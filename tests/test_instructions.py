@@ -108,3 +108,24 @@ def test_docs_table_lists_every_instruction_with_its_kwargs():
         assert f"`{kind.id}`" in table
         for name in kind.kwargs.model_fields:
             assert f"`{name}`" in table
+
+
+def test_capital_words_skip_only_sentences_without_one():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from grpo_rewards.scorers.instructions import nlp
+
+    def full(text):
+        return sum(token.isupper() for token in nlp.word_tokens(text))
+
+    tricky = ["DOn't go", "'Tis the SEASON", "CANnot", "GIMme that", "Ⓐbc", "ǅemal", "ᵃB x", "The U.S. is BIG",
+              "wanna WANna", "I", "A-OK", "e.g. (THE)", "iPhone IOS x", "NASA's", '"HELLO" she said.']
+    assert [nlp.count_capital_words(t) for t in tricky] == [full(t) for t in tricky]
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="aAbBtTnNsS'. \"-,Ⓐǅᵃ", max_size=40))
+    def agrees(text):
+        assert nlp.count_capital_words(text) == full(text)
+
+    agrees()

@@ -306,7 +306,7 @@ class CapitalWordsKwargs(_Kwargs):
 
 
 def capital_word_frequency(text: str, k: CapitalWordsKwargs) -> Verdict:
-    count = sum(1 for token in nlp.word_tokens(text) if token.isupper())
+    count = nlp.count_capital_words(text)
     return _compare(count, k.capital_relation, k.capital_frequency, "all-capital words")
 
 

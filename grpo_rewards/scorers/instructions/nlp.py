@@ -13,6 +13,8 @@ import functools
 import re
 from typing import Any
 
+import regex
+
 _WORD = re.compile(r"\w+")
 
 
@@ -43,6 +45,21 @@ def word_tokens(text: str) -> list[str]:
     """`nltk.word_tokenize(text)`: Treebank tokens of each Punkt sentence."""
     tokenize = _word_tokenizer().tokenize
     return [token for sentence in sentences(text) for token in tokenize(sentence)]
+
+
+# Where a sentence may hold an all-capital token: an uppercase letter not followed by a lowercase one, or
+# a contraction the Treebank tokenizer splits between two letters (CAN|not, DO|n't, 'T|is, ...). Elsewhere
+# every uppercase letter shares its token with the lowercase letter after it, so tokenizing (the costly
+# step) cannot find one.
+_MAYBE_CAPITAL = regex.compile(r"\p{Uppercase}(?!\p{Lowercase})|(?i:cannot|gimme|gonna|gotta|lemme|wanna|'tis|'twas|n't)")
+
+
+def count_capital_words(text: str) -> int:
+    """All-capital tokens of `nltk.word_tokenize(text)` (str.isupper), tokenizing only the sentences
+    that can hold one."""
+    tokenize = _word_tokenizer().tokenize
+    return sum(1 for sentence in sentences(text) if _MAYBE_CAPITAL.search(sentence)
+               for token in tokenize(sentence) if token.isupper())
 
 
 @functools.cache
