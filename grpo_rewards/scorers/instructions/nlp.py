@@ -64,7 +64,7 @@ def count_capital_words(text: str) -> int:
 
 @functools.cache
 def _detector_factory() -> Any:
-    import langdetect_rs
+    import langdetect_rs  # optional extra `ifeval`, loaded on first use
 
     langdetect_rs.DetectorFactory.seed = 0  # langdetect's walk is random; a seed makes it a function
     return langdetect_rs

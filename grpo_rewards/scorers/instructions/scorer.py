@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.instructions.checks import INSTRUCTION_TYPES, InstructionType
+from grpo_rewards.scorers.instructions.docs import instructions_table
 from grpo_rewards.scorers.textutil import completion_text, invisible_free, reference_of
 
 
@@ -157,6 +158,4 @@ class InstructionFollowing(Scorer):
 
     @classmethod
     def docs_extra(cls) -> str:
-        from grpo_rewards.scorers.instructions.docs import instructions_table
-
         return instructions_table()
