@@ -11,15 +11,15 @@ from _ifeval_oracle import lm_eval_ifeval, reference_verdicts
 from _instruction_cases import BUILDERS, Case, cases
 
 from grpo_rewards.scorers.instructions import INSTRUCTION_TYPES
-from grpo_rewards.scorers.instructions.scorer import check, instructions_of, loose_variants
+from grpo_rewards.scorers.instructions.scorer import candidates, check, instructions_of
 
 MODES = ("strict", "loose")
 
 
 def our_verdicts(case: Case, mode: str) -> list[bool]:
     instructions = instructions_of({"instruction_id_list": case.ids, "kwargs": case.kwargs})
-    variants = loose_variants(case.response) if mode == "loose" else [("as is", case.response)]
-    return [check(kind, kwargs, variants)["followed"] for kind, kwargs in instructions]
+    texts = candidates(case.response, mode)
+    return [check(kind, kwargs, texts)["followed"] for kind, kwargs in instructions]
 
 
 def test_every_reference_instruction_type_is_implemented():

@@ -95,20 +95,6 @@ def _instruction(index: int, id_: Any, kwargs: Any) -> tuple[InstructionType, Ba
         raise InstructionsError(f"instruction {index} ({id_}): kwargs.{where}: {first['msg']}") from None
 
 
-def loose_variants(text: str) -> list[tuple[str, str]]:
-    """IFEval's loose responses, named: as is, without the first line, the last line or both, each
-    also with every `*` removed."""
-    lines = text.split("\n")
-    cut = {"as is": text, "first line removed": "\n".join(lines[1:]).strip(),
-           "last line removed": "\n".join(lines[:-1]).strip(), "first and last lines removed": "\n".join(lines[1:-1]).strip()}
-    out = [*cut.items(), *((f"{name}, * removed" if name != "as is" else "* removed", t.replace("*", ""))
-                           for name, t in cut.items())]
-    unique: dict[str, str] = {}
-    for name, t in out:
-        unique.setdefault(t, name)  # a text checked once, under its first name
-    return [(name, t) for t, name in unique.items()]
-
-
 def response_text(text: str, after_think: bool) -> str:
     if not after_think:
         return text
@@ -118,16 +104,32 @@ def response_text(text: str, after_think: bool) -> str:
     return "" if "<think>" in text else text
 
 
-def check(kind: InstructionType, kwargs: BaseModel, variants: list[tuple[str, str]]) -> dict[str, Any]:
-    """The verdict on one instruction: followed by some variant. A variant with nothing visible in it
-    follows nothing (the reference skips only blank ones, so zero-width characters pass `no_comma`)."""
+def candidates(text: str, mode: str) -> list[tuple[str, str]]:
+    """The named texts an instruction may hold for: the response, and in loose mode IFEval's variants
+    (without the first line, the last line or both, each also with every `*` removed), each once. One
+    with nothing visible follows nothing (the reference skips only blank ones, so zero-width characters
+    would pass `no_comma`)."""
+    named = [("as is", text)]
+    if mode == "loose":
+        lines = text.split("\n")
+        cuts = [("as is", text), ("first line removed", "\n".join(lines[1:]).strip()),
+                ("last line removed", "\n".join(lines[:-1]).strip()),
+                ("first and last lines removed", "\n".join(lines[1:-1]).strip())]
+        named = cuts + [(f"{name}, * removed", cut.replace("*", "")) for name, cut in cuts]
+    unique: dict[str, str] = {}
+    for name, candidate in named:
+        if invisible_free(candidate).strip():
+            unique.setdefault(candidate, name)
+    return [(name, candidate) for candidate, name in unique.items()]
+
+
+def check(kind: InstructionType, kwargs: BaseModel, texts: list[tuple[str, str]]) -> dict[str, Any]:
+    """The verdict on one instruction: followed when some candidate text follows it."""
     first_why = "empty response"
-    for name, text in variants:
-        if not invisible_free(text).strip():
-            continue
+    for name, text in texts:
         followed, why = kind.check(text, kwargs)
         if followed:
-            return {"id": kind.id, "followed": True, "why": why, **({"variant": name} if len(variants) > 1 else {})}
+            return {"id": kind.id, "followed": True, "why": why, **({"variant": name} if name != "as is" else {})}
         if first_why == "empty response":
             first_why = why
     return {"id": kind.id, "followed": False, "why": first_why}
@@ -149,8 +151,8 @@ class InstructionFollowing(Scorer):
         except InstructionsError as exc:
             return Score.unscorable(str(exc))
         text = response_text(completion_text(sample), self.params.after_think)
-        variants = loose_variants(text) if self.params.mode == "loose" else [("as is", text)]
-        verdicts = [check(kind, kwargs, variants) for kind, kwargs in instructions]
+        texts = candidates(text, self.params.mode)
+        verdicts = [check(kind, kwargs, texts) for kind, kwargs in instructions]
         followed = sum(v["followed"] for v in verdicts)
         value = followed / len(verdicts) if self.params.reward == "fraction" else float(followed == len(verdicts))
         return Score(value, {"instructions": verdicts, "followed": followed, "of": len(verdicts),
