@@ -129,3 +129,12 @@ def test_capital_words_skip_only_sentences_without_one():
         assert nlp.count_capital_words(text) == full(text)
 
     agrees()
+
+
+def test_a_missing_library_is_named_with_the_extra_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "langdetect_rs" else real(name, *a))
+    with pytest.raises(ImportError, match=r"langdetect_rs: pip install 'grpo-rewards\[ifeval\]'"):
+        InstructionFollowing()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib.util
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -141,6 +142,12 @@ class InstructionFollowing(Scorer):
     name = "instruction_following"
     Params = InstructionFollowingParams
     value_range = (0.0, 1.0)
+
+    def __init__(self, params: Any = None, **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        missing = [m for m in ("punkt", "nltk", "langdetect_rs") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ImportError(f"instruction_following needs {', '.join(missing)}: pip install 'grpo-rewards[ifeval]'")
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         return [self._one(s) for s in samples]
