@@ -162,4 +162,7 @@ def load_checkpoint(directory: Path, model: torch.nn.Module, rank: int) -> tuple
         raise UserError(f"{directory}: no state for rank {rank} (was it written with another world size?)")
     rank_state = torch.load(rank_file, weights_only=False)
     set_rng_state(rank_state.pop("rng"))
+    legacy_tokens = rank_state.pop("dapo_tokens", None)  # older checkpoints kept it beside the rollout
+    if legacy_tokens is not None and rank_state.get("rollout") is not None:
+        rank_state["rollout"]["loss_tokens"] = legacy_tokens
     return torch.load(directory / STATE_FILE, weights_only=False), rank_state

@@ -2,15 +2,16 @@
 
 Names follow TRL's `GRPOConfig` where the concept is the same. `load_config` reads YAML/TOML/JSON,
 applies `--set a.b.0.c=value` overrides (values parsed as YAML; a number picks a list item), builds
-the run's registry once (entry points plus `plugins:`), validates the `rewards` section as a
-`RewardSpec` against it and everything else with pydantic, and raises one `ConfigError` that lists
-every problem with its file, line and path (or the `--set` argument that caused it). The config
-keeps the validated spec and the registry; the reward is built from both without revalidation.
+the run's registry once (entry points plus `plugins:`), and validates the whole config in one
+pass with the registry and the config's directory in the validation context: the `rewards`
+section with the spec's own validators, the model and data sections with theirs (files, task,
+model type). It raises one `ConfigError` that lists every problem with its file, line and path (or
+the `--set` argument that caused it). The config keeps the validated spec and the registry; the
+reward is built from both without revalidation.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import os
@@ -19,18 +20,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+    model_validator,
+)
 
 from grpo_core.lora import LoraSettings
+from grpo_core.loss import LOSS_TYPES
+from grpo_rewards.advantages import SCALES, scale_problem
 from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
 from grpo_rewards.registry import Registry, get_registry, load_registry
-from grpo_rewards.spec import (
-    LineOf, RewardSpec, _pydantic_problems, quoted_scalar_problems, read_structured_file, validate_spec,
-)
+from grpo_rewards.spec import RewardSpec, validate_spec
+from grpo_rewards.structured import Found, LineOf, messages, no_lines, raise_problems, read_structured_file, validate
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    # strict: a quoted number in a file is a mistake, not a number (as in reward specs)
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), strict=True)
 
 
 class ModelConfig(_Section):
@@ -57,6 +63,13 @@ class ModelConfig(_Section):
             raise ValueError("a model built from `config` needs a `tokenizer`")
         return self
 
+    @model_validator(mode="after")
+    def _resolvable(self, info: ValidationInfo) -> ModelConfig:
+        """For a run (`validate_config`'s context): a source that can never load, found without loading."""
+        if _for_a_run(info):
+            raise_problems(_model_problems(self))
+        return self
+
 
 class LoraConfig(LoraSettings):
     """The `lora:` section: train a LoRA adapter (peft) instead of every weight.
@@ -64,7 +77,7 @@ class LoraConfig(LoraSettings):
     The reference policy of the KL term is then the same model with the adapter disabled.
     """
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), strict=True)
 
     save: Literal["merged", "adapter"] | None = Field(
         None, description="Final model: `merged` (a plain checkpoint) or `adapter` (the adapter alone, a few MB; "
@@ -99,6 +112,17 @@ class DataConfig(_Section):
             raise ValueError("give exactly one of `task`, `path` or `dataset`")
         return self
 
+    @model_validator(mode="after")
+    def _sources_exist(self, info: ValidationInfo) -> DataConfig:
+        """For a run: the task and its options, and the files (made absolute against the config's directory)."""
+        if _for_a_run(info):
+            raise_problems(_data_problems(self, info.context["base"]))
+        return self
+
+
+def _for_a_run(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and "base" in info.context
+
 
 class TrainConfig(_Section):
     model: ModelConfig
@@ -112,11 +136,11 @@ class TrainConfig(_Section):
     epsilon: float = Field(0.2, gt=0, lt=1, description="Lower clip range of the ratio.")
     epsilon_high: float | None = Field(None, gt=0, description="Upper clip range; defaults to `epsilon`.")
     num_iterations: int = Field(1, ge=1, description="Optimizer steps per generation batch (mu).")
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field("dapo", description="Loss normalisation.")
+    loss_type: Literal[tuple(LOSS_TYPES)] = Field("dapo", description="Loss normalisation.")  # type: ignore[valid-type]
     importance_sampling_level: Literal["token", "sequence"] = Field("token", description="`sequence` is GSPO.")
-    scale_rewards: Literal["group", "batch", "none"] = Field(
+    scale_rewards: Literal[SCALES] = Field(  # type: ignore[valid-type]
         "group", description="Advantage scaling for a spec with `aggregate: sum`; none: Dr. GRPO. With "
-        "`normalize_then_sum` the totals are scaled over the batch, as TRL does.")
+        "`normalize_then_sum` the totals are scaled over the batch, as TRL does (any other value is an error).")
     # Generation
     temperature: float = Field(0.9, gt=0, description="Sampling temperature (also divides logits in the loss).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling.")
@@ -167,11 +191,21 @@ class TrainConfig(_Section):
     def registry(self) -> Registry:
         """The one registry of this run: the rewards were validated against it and are built from it."""
         if self._registry is None:  # a config made without validate_config (e.g. TrainConfig(...))
-            registry, problems = _plugin_registry(self.plugins, lambda loc: None, None)
+            registry, problems = _plugin_registry(self.plugins, no_lines, None)
             if problems:
                 raise ConfigError(problems, "training config")
             self._registry = registry
         return self._registry
+
+    @field_validator("scale_rewards")
+    @classmethod
+    def _scale_fits_aggregate(cls, value: str, info: ValidationInfo) -> str:
+        """Given explicitly (a default is not validated), it must mean something under the spec's `aggregate`."""
+        rewards = info.data.get("rewards")
+        problem = scale_problem(rewards.aggregate, value) if isinstance(rewards, RewardSpec) else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @property
     def clip_high(self) -> float:
@@ -263,48 +297,56 @@ def _plugin_registry(names: Any, line_of: LineOf, source: str | None) -> tuple[R
     return load_registry(extra_plugins=modules), problems
 
 
-def _rewards_problems(data: dict[str, Any], base: Path, registry: Registry, source: str | None,
-                      line_of: LineOf) -> tuple[RewardSpec | None, list[Problem]]:
+# Stands in for a rewards section that is missing or whose file is invalid (reported with its own
+# locations) so that the rest of the config is still validated and every problem is listed at once.
+_PLACEHOLDER_SPEC = RewardSpec.model_construct(scorers=[], on_error="none")
+
+
+def _rewards(data: dict[str, Any], base: Path, registry: Registry, source: str | None,
+             line_of: LineOf) -> tuple[Any, list[Problem]]:
+    """The `rewards` to validate with the config: inline data as it is (the config's validation
+    validates it as a `RewardSpec`), a path's spec validated with its own file and lines."""
     rewards = data.get("rewards")
     if rewards is None:
-        return None, [Problem("rewards", "missing: a reward spec inline or a path to one", source, line_of(()))]
-    if isinstance(rewards, str):  # a path, relative to the config file
-        path = Path(rewards) if Path(rewards).is_absolute() else base / rewards
-        try:
-            spec_data, spec_lines = read_structured_file(path, "reward spec")
-        except ConfigError as exc:
-            return None, exc.problems
-        return validate_spec(spec_data, registry, source=str(path), line_of=spec_lines)
-    return validate_spec(rewards, registry, source=source, line_of=line_of, path_prefix="rewards",
-                         loc_prefix=("rewards",))
+        return _PLACEHOLDER_SPEC, [Problem("rewards", "missing: a reward spec inline or a path to one", source,
+                                           line_of(()))]
+    if not isinstance(rewards, str):
+        return rewards, []
+    path = Path(rewards) if Path(rewards).is_absolute() else base / rewards  # relative to the config file
+    try:
+        spec_data, spec_lines = read_structured_file(path, "reward spec")
+    except ConfigError as exc:
+        return _PLACEHOLDER_SPEC, exc.problems
+    spec, problems = validate_spec(spec_data, registry, source=str(path), line_of=spec_lines)
+    return spec or _PLACEHOLDER_SPEC, problems
 
 
-def _data_problems(data: DataConfig, base: Path, source: str | None, line_of: LineOf) -> list[Problem]:
+def _data_problems(data: DataConfig, base: Path) -> Found:
     from grpo_core.data import get_task
 
-    problems = []
+    found: Found = []
     if data.task is not None:
         try:
             task = get_task(data.task)
         except UnknownNameError as exc:
-            return [Problem("data.task", str(exc), source, line_of(("data", "task")))]
+            return [(("task",), str(exc))]
         if task.params is not None:
             try:
                 task.params.model_validate(data.options)
             except ValidationError as exc:
-                problems += _pydantic_problems(exc, ("data", "options"), "", source, line_of)
+                found += [(("options", *loc), message) for loc, message in messages(exc, task.params)]
     for key in ("path", "eval_path"):
         value = getattr(data, key)
         if value is not None:
             full = Path(value) if Path(value).is_absolute() else base / value
             if not full.is_file():
-                problems.append(Problem(f"data.{key}", f"no such file: {full}", source, line_of(("data", key))))
+                found.append(((key,), f"no such file: {full}"))
             else:
                 setattr(data, key, str(full))
-    return problems
+    return found
 
 
-def _model_source_problems(name: str, source: str | None, line_of: LineOf) -> list[Problem]:
+def _model_source_problems(name: str) -> Found:
     """Names that can never resolve (no such directory or file, unknown alias), found without loading
     or touching the network; an offline hub id is reported when the model is loaded."""
     from grpo_core.hub import ALIASES, _looks_like_hub_id
@@ -320,7 +362,7 @@ def _model_source_problems(name: str, source: str | None, line_of: LineOf) -> li
         message = f"no such model directory: {path}"
     else:
         message = f"unknown model {name!r}: not a directory, a hub id (owner/name) or an alias ({', '.join(ALIASES)})"
-    return [Problem("model.name_or_path", message, source, line_of(("model", "name_or_path")))]
+    return [(("name_or_path",), message)]
 
 
 def _lora_problems(data: dict[str, Any], source: str | None, line_of: LineOf) -> list[Problem]:
@@ -330,21 +372,19 @@ def _lora_problems(data: dict[str, Any], source: str | None, line_of: LineOf) ->
                     line_of(("lora",)))]
 
 
-def _model_problems(model: ModelConfig, source: str | None, line_of: LineOf) -> list[Problem]:
+def _model_problems(model: ModelConfig) -> Found:
     if model.config is None:
-        return _model_source_problems(model.name_or_path, source, line_of)
+        return _model_source_problems(model.name_or_path)
     from transformers import AutoConfig
 
     kwargs = dict(model.config)
     model_type = kwargs.pop("model_type", None)
-    where = ("model", "config", "model_type")
     if not isinstance(model_type, str):
-        return [Problem("model.config.model_type", "missing: the HF model type (llama, qwen2, gpt2, ...)",
-                        source, line_of(where))]
+        return [(("config", "model_type"), "missing: the HF model type (llama, qwen2, gpt2, ...)")]
     try:
         AutoConfig.for_model(model_type, **kwargs)
     except Exception as exc:  # noqa: BLE001 - transformers raises ValueError/KeyError for unknown types
-        return [Problem("model.config.model_type", f"cannot build a config: {exc}", source, line_of(where))]
+        return [(("config", "model_type"), f"cannot build a config: {exc}")]
     return []
 
 
@@ -361,19 +401,6 @@ def _batch_problems(data: dict[str, Any], source: str | None, line_of: LineOf) -
         return [Problem(loc[0], f"per_device_train_batch_size * gradient_accumulation_steps ({batch * accumulation}) "
                         f"must be divisible by num_generations ({groups}), so groups are whole", source, line_of(loc))]
     return []
-
-
-def _section_problems(data: dict[str, Any], base: Path, source: str | None,
-                      line_of: LineOf) -> tuple[DataConfig | None, list[Problem]]:
-    """Checks of the model and data sections that pydantic alone cannot do (files, task, model type);
-    run on each section that validates, even when another part of the config does not."""
-    problems, data_section = [], None
-    with contextlib.suppress(ValidationError):
-        problems += _model_problems(ModelConfig.model_validate(data.get("model")), source, line_of)
-    with contextlib.suppress(ValidationError):
-        data_section = DataConfig.model_validate(data.get("data"))
-        problems += _data_problems(data_section, base, source, line_of)
-    return data_section, problems
 
 
 # TRL GRPOConfig (and transformers TrainingArguments) names that users bring along, with where the
@@ -437,39 +464,27 @@ def _output_dir_problems(output_dir: Any, source: str | None, line_of: LineOf) -
     return []
 
 
-# Stands in for an invalid rewards section (reported with its own locations) so that the rest of
-# the config is still validated and every problem is listed at once.
-_PLACEHOLDER_SPEC = RewardSpec.model_construct(scorers=[], on_error="none")
-
-
 def validate_config(data: Any, source: str | None = None, line_of: LineOf | None = None,
                     base: Path | None = None) -> TrainConfig:
     """Validate plain config data; raises one `ConfigError` listing every problem."""
-    line_of = line_of or (lambda loc: None)
+    line_of = line_of or no_lines
     base = base or Path.cwd()
     if not isinstance(data, dict):
         raise ConfigError([Problem("", f"a training config must be a mapping, got {type(data).__name__}", source)],
                           "training config")
     registry, problems = _plugin_registry(data.get("plugins"), line_of, source)
-    spec, reward_problems = _rewards_problems(data, base, registry, source, line_of)
-    problems += reward_problems
-    config = None
-    try:
-        # The validated spec itself: pydantic keeps a model instance as is (no second validation).
-        candidate = {**data, "rewards": spec or _PLACEHOLDER_SPEC}
-        config = TrainConfig.model_validate(candidate)
-        problems += quoted_scalar_problems(TrainConfig, candidate, (), "", source, line_of)
-    except ValidationError as exc:
-        for p in _pydantic_problems(exc, (), "", source, line_of, TrainConfig, TRL_NAMES):
-            if not p.path.startswith("rewards"):  # reported above, with the spec's own locations
-                problems.append(p)
+    rewards, reward_problems = _rewards(data, base, registry, source, line_of)
+    # Inline rewards are validated here, with the spec's own validators (the registry in the
+    # context); a spec read from its file is a model instance, which pydantic keeps as it is.
+    # `base` in the context: the sections also check what pydantic alone cannot (files, task, model type).
+    config, config_problems = validate(TrainConfig, {**data, "rewards": rewards}, source=source, line_of=line_of,
+                                       context={"registry": registry, "base": base}, hints=TRL_NAMES)
+    problems += reward_problems + config_problems
     problems += _output_dir_problems(data.get("output_dir"), source, line_of)
-    data_section, section_problems = _section_problems(data, base, source, line_of)
-    problems += section_problems + _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
+    problems += _batch_problems(data, source, line_of) + _lora_problems(data, source, line_of)
     if problems:
         raise ConfigError(problems, "training config")
-    assert config is not None and data_section is not None
-    config.data = data_section  # with file paths resolved against the config's directory
+    assert config is not None
     config._registry = registry
     return config
 

@@ -19,7 +19,6 @@ Extension points (grpo_core/tasks.py uses them; they live in grpo_core.task_regi
 
 from __future__ import annotations
 
-import json
 import random
 import zlib
 from collections.abc import Mapping
@@ -32,23 +31,18 @@ from grpo_core import tasks  # noqa: F401 - registers the built-in tasks and tok
 from grpo_core.task_registry import (  # noqa: F401 - the extension points, re-exported
     Task, get_task, get_tokenizer_factory, register_task, register_tokenizer)
 from grpo_rewards.errors import UserError
+from grpo_rewards.fileio import jsonl_lines
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a JSONL file; the first bad line stops with its line number."""
     records = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise UserError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-            if not isinstance(record, Mapping):
-                raise UserError(f"{path}:{lineno}: a record must be a JSON object, got {type(record).__name__}")
-            records.append(dict(record))
+    for lineno, record, error in jsonl_lines(path):
+        if error is None and not isinstance(record, Mapping):
+            error = f"a record must be a JSON object, got {type(record).__name__}"
+        if error is not None:
+            raise UserError(f"{path}:{lineno}: {error}")
+        records.append(dict(record))
     return records
 
 

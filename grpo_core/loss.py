@@ -1,4 +1,4 @@
-"""Token log-probs, group-relative advantages and the GRPO objective (TRL 1.16's formulas).
+"""Token log-probs and the GRPO objective (TRL 1.16's formulas).
 
 The objective per completion token t of completion i (B completions, mask m):
 
@@ -9,11 +9,8 @@ The objective per completion token t of completion i (B completions, mask m):
 then reduced by `loss_type`. Deviations from the GRPO paper (DeepSeekMath, Shao et al. 2024),
 each shared with TRL so results compare:
 
-* advantages divide by (std + 1e-4), unbiased std; `scale_rewards: batch` uses the batch std
-  (group mean still), `none` skips the division (Dr. GRPO). Rows without a reward (None) are left
-  out of the group statistics and get advantage 0; so do groups with fewer than two rewards.
-  With a spec's `aggregate: normalize_then_sum` (GDPO) each member is normalised within its group
-  before the weighted sum, and the totals then over the batch (`batch_advantages`), as TRL does.
+* advantages (`A_i`, computed by `grpo_rewards.advantages` from the spec's `aggregate` and
+  `scale_rewards`) are TRL's: (r - group mean) / (std + 1e-4), unbiased std.
 * the paper averages per sequence then over sequences (`grpo`); `bnpo` averages over the tokens of
   the micro-batch, `dr_grpo` divides the token sum by B * max_completion_length, `dapo` (TRL's
   default) divides it by the completion tokens of the whole generation batch (over all ranks).
@@ -34,9 +31,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-
-ADVANTAGE_EPS = 1e-4  # TRL's
-
 
 # ---------------------------------------------------------------------------------------------
 # Log-probs of the sampled tokens, never materialising (B, T, V) logits
@@ -119,7 +113,7 @@ class CompletionLogprobs(torch.nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# Advantages
+# Statistics of the rewards (logged)
 
 
 def nanstd(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> torch.Tensor:
@@ -131,28 +125,6 @@ def nanstd(x: torch.Tensor, dim: int | None = None, keepdim: bool = False) -> to
     var = torch.where(count > 1, var / (count - 1).clamp(min=1), torch.full_like(var, math.nan))
     std = var.sqrt()
     return std if keepdim or dim is None else std.squeeze(dim)
-
-
-def group_advantages(rewards: torch.Tensor, group_size: int, scale: str,
-                     eps: float = ADVANTAGE_EPS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages (B,) and a zero-std flag (B,) from rewards (B,), NaN where a row has no reward."""
-    grouped = rewards.view(-1, group_size)                                        # (B/G, G)
-    mean = grouped.nanmean(-1, keepdim=True)                                      # (B/G, 1)
-    std = nanstd(rewards).expand_as(grouped) if scale == "batch" else nanstd(grouped, -1, keepdim=True)
-    advantages = grouped - mean
-    if scale != "none":
-        advantages = advantages / (std + eps)
-    zero_std = torch.isclose(std, torch.zeros_like(std)).expand_as(grouped)
-    return advantages.nan_to_num(0.0).reshape(-1), zero_std.reshape(-1)
-
-
-def batch_advantages(totals: torch.Tensor, eps: float = ADVANTAGE_EPS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages (B,) and a zero-std flag (B,) for `aggregate: normalize_then_sum` (GDPO, as TRL 1.16):
-    each member is already normalised within its group, so the totals (B,) are only brought to
-    scale over the whole batch, (r - batch mean) / (batch std + eps); a group's own spread stays."""
-    std = nanstd(totals)
-    advantages = (totals - totals.nanmean()) / (std + eps)
-    return advantages.nan_to_num(0.0), torch.isclose(std, torch.zeros_like(std)).expand_as(totals)
 
 
 # ---------------------------------------------------------------------------------------------

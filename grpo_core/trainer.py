@@ -26,7 +26,7 @@ from grpo_core import checkpoint as ckpt
 from grpo_core.config import TrainConfig
 from grpo_core.data import PromptSampler, load_splits
 from grpo_core.lora import save_model
-from grpo_core.loss import batch_advantages, group_advantages, grpo_loss, nanstd
+from grpo_core.loss import grpo_loss, nanstd
 from grpo_core.metrics import METRICS_FILE, PLOT_FILE, MetricsLog, average, plot_metrics, truncate_after
 from grpo_core.model import load_tokenizer, model_source
 from grpo_core.optim import AdamW, Schedule, lr_schedule
@@ -34,10 +34,12 @@ from grpo_core.policy import Policy
 from grpo_core.prompts import Prompts, eos_token_ids
 from grpo_core.rollout import Rollout, generate, generation_config, left_pad
 from grpo_core.runtime import release_free_heap, setup_runtime
+from grpo_rewards.advantages import advantages
 from grpo_rewards.compose import build
 from grpo_rewards.diagnostics import StepDiagnostics
 from grpo_rewards.errors import UserError
-from grpo_rewards.scorer import Sample
+from grpo_rewards.group import consecutive_groups
+from grpo_rewards.scorer import RewardBatch
 
 
 def seed_everything(seed: int) -> None:
@@ -90,8 +92,9 @@ class Trainer:
     # rollout
 
     def complete(self, records: list[dict[str, Any]], ids: list[list[int]], gen_config: Any,
-                 group_size: int | None = None) -> Rollout:
-        """Completions of encoded prompts, scored: a Rollout whose advantages are still zero."""
+                 group_size: int | None = None) -> tuple[Rollout, RewardBatch, list[str]]:
+        """Completions of encoded prompts, scored: a Rollout whose advantages are still zero, the
+        reward batch and the completions' text (for the reward diagnostics)."""
         prompt_ids, prompt_mask = left_pad(ids, self.tokenizer.pad_token_id, self.rt.device)     # (B, P)
         with self.rt.autocast():
             completion_ids, completion_mask = generate(self.policy.model, prompt_ids, prompt_mask, gen_config,
@@ -99,15 +102,13 @@ class Trainer:
         samples = self.prompts.samples(records, self.prompts.decode(completion_ids, completion_mask))
         rollout = Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask,
                           torch.zeros(len(ids), device=self.rt.device))
-        rollout.rewards, rollout.reward_sums, rollout.scorer_rewards = self.score(samples, group_size)
-        return rollout
-
-    def score(self, samples: list[Sample], group_size: int | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Totals (B,), their sums before any group normalisation (B,) and each scorer's values (B, S),
-        NaN where None. Keeps the batch for diagnostics."""
         batch = self.reward.score(samples, group_size)
-        self.last_scored = batch, [s.completion_text for s in samples]
+        rollout.rewards, rollout.reward_sums, rollout.scorer_rewards = self.reward_columns(batch)
+        return rollout, batch, [s.completion_text for s in samples]
+
+    def reward_columns(self, batch: RewardBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Totals (B,), their sums before any group normalisation (B,) and each scorer's values (B, S),
+        NaN where None."""
         column = lambda values: torch.tensor([math.nan if v is None else v for v in values],  # noqa: E731
                                              dtype=torch.float32, device=self.rt.device)
         per_scorer = [column([s.value for s in batch.scores[a]]) for a in self.reward.aliases]
@@ -119,16 +120,17 @@ class Trainer:
         """A generation batch with rewards, advantages and (when needed) old and reference log-probs."""
         cfg, g, rank = self.cfg, self.cfg.num_generations, self.rt.rank
         prompts = [i for i in self.sampler.next() for _ in range(g)]
-        rollout = self.complete([self.train_records[i] for i in prompts], [self.train_ids[i] for i in prompts],
-                                self.gen_config, g)
+        rollout, batch, texts = self.complete([self.train_records[i] for i in prompts],
+                                              [self.train_ids[i] for i in prompts], self.gen_config, g)
         everyone = self.rt.gather_columns({                                               # (world * B, ...)
             "total": rollout.rewards, "reward": rollout.reward_sums, "scorers": rollout.scorer_rewards,
             "completion_length": rollout.completion_mask.sum(-1), "prompt_length": rollout.prompt_mask.sum(-1)})
-        if self.reward.spec.aggregate == "normalize_then_sum":  # already group-relative per member
-            advantages, zero_std = batch_advantages(everyone["total"])                   # (world * B,)
-        else:
-            advantages, zero_std = group_advantages(everyone["total"], g, cfg.scale_rewards)
-        rollout.advantages = advantages[rank * len(prompts):(rank + 1) * len(prompts)]
+        totals = [None if math.isnan(t) else t for t in everyone["total"].tolist()]
+        adv, zero = advantages(totals, consecutive_groups(len(totals), g), self.reward.spec.aggregate,
+                               cfg.scale_rewards)
+        zero_std = torch.tensor(zero, device=self.rt.device)                              # (world * B,)
+        rollout.advantages = torch.tensor(adv[rank * len(prompts):(rank + 1) * len(prompts)],
+                                          dtype=torch.float32, device=self.rt.device)     # (B,)
         if cfg.mask_truncated_completions:
             ended = torch.isin(rollout.completion_ids, self.eos_ids).any(-1)
             rollout.completion_mask = rollout.completion_mask * ended[:, None]
@@ -142,7 +144,7 @@ class Trainer:
                  "frac_reward_zero_std": zero_std.float().mean(),
                  "tokens": lengths.sum() + everyone["prompt_length"].sum()}
         stats |= {f"reward/{a}": everyone["scorers"][:, i].nanmean() for i, a in enumerate(self.reward.aliases)}
-        diagnostics = self.reward_diagnostics.metrics(self.reward, *self.last_scored)  # this rank's batch
+        diagnostics = self.reward_diagnostics.metrics(self.reward, batch, texts)  # this rank's batch
         return rollout, dict(zip(stats, torch.stack(list(stats.values())).tolist())) | diagnostics
 
     # -----------------------------------------------------------------------------------------
@@ -191,8 +193,8 @@ class Trainer:
         sums = {"values": zero(width), "counts": zero(width), "completion_tokens": zero(), "prompts": zero()}
         for start in range(0, len(mine), self.cfg.eval_batch_size):
             chunk = mine[start:start + self.cfg.eval_batch_size]
-            rollout = self.complete([self.eval_records[i] for i in chunk], [self.eval_ids[i] for i in chunk],
-                                       self.eval_gen_config)
+            rollout, _, _ = self.complete([self.eval_records[i] for i in chunk],
+                                          [self.eval_ids[i] for i in chunk], self.eval_gen_config)
             values = torch.cat([rollout.reward_sums[:, None], rollout.scorer_rewards], 1)   # (b, width)
             sums["values"] += values.nan_to_num(0.0).sum(0)
             sums["counts"] += (~values.isnan()).sum(0)
@@ -236,8 +238,6 @@ class Trainer:
         self.window, self.last_eval = state["window"], state["last_eval"]
         pending = rank_state["rollout"]
         self.rollout = Rollout(**pending) if pending is not None else None
-        if self.rollout is not None and "dapo_tokens" in rank_state:  # written before loss_tokens joined Rollout
-            self.rollout.loss_tokens = rank_state["dapo_tokens"]
         self.rollout_stats = rank_state["rollout_stats"]
 
     # -----------------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from cachetools import LRUCache
 
 from grpo_rewards.scorer import Sample, Score, Scorer
 
@@ -42,7 +43,7 @@ class ScoreCache:
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[bytes, Score] = OrderedDict()
+        self._entries: LRUCache[bytes, Score] = LRUCache(maxsize=max(max_entries, 1))
         self._lock = threading.Lock()
         self.hits = 0      # samples served without calling the scorer (cache or a duplicate in the batch)
         self.lookups = 0   # samples of cacheable scorers asked for
@@ -68,9 +69,9 @@ class ScoreCache:
         out: list[Score | None] = [None] * len(samples)
         with self._lock:
             for i, key in enumerate(keys):
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    out[i] = _copy(self._entries[key])
+                cached = self._entries.get(key)  # a hit counts as a use
+                if cached is not None:
+                    out[i] = _copy(cached)
         first: dict[bytes, int] = {}  # each key still to score -> the first sample that has it
         for i, key in enumerate(keys):
             if out[i] is None:
@@ -107,9 +108,6 @@ class ScoreCache:
             for key, score in fresh.items():
                 if score.value is not None:
                     self._entries[key] = _copy(score)
-                    self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
 
 
 def _copy(score: Score) -> Score:

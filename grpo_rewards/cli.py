@@ -26,7 +26,7 @@ from grpo_rewards import __version__
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.diagnostics import RewardDiagnostics
 from grpo_rewards.errors import ConfigError, Problem, UserError
-from grpo_rewards.fileio import atomic_file
+from grpo_rewards.fileio import atomic_file, jsonl_lines
 from grpo_rewards.group import groups_of
 from grpo_rewards.probe import findings_table, probe, summary
 from grpo_rewards.registry import BUILTIN_PLUGINS, Entry, Registry, load_registry
@@ -83,18 +83,8 @@ def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     records, problems = [], []
     with ExitStack() as stack:
         fh = sys.stdin.buffer if path == STDIO else stack.enter_context(path.open("rb"))
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                problems.append(Problem("", f"not valid UTF-8 (byte {exc.start})", str(path), lineno))
-                continue
-            except json.JSONDecodeError as exc:
-                problems.append(Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(path), lineno))
-                continue
-            problem = _record_problem(record, "the line")
+        for lineno, record, error in jsonl_lines(fh):
+            problem = error or _record_problem(record, "the line")
             if problem:
                 problems.append(Problem("", problem, str(path), lineno))
             else:

@@ -16,14 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_rewards.aggregate import combine, member_rules
+from grpo_rewards.aggregate import combine
 from grpo_rewards.cache import ScoreCache
 from grpo_rewards.group import GroupScorer, groups_of, score_in_groups
 from grpo_rewards.integrations.trl import TrlRewardFunction, trl_reward_functions
 from grpo_rewards.integrations.verl import VerlReward
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.scorer import RewardBatch, Sample, Score, Scorer
-from grpo_rewards.spec import RewardSpec, load_spec
+from grpo_rewards.spec import RewardSpec, ScorerSpec, load_spec
 
 __all__ = ["CompositeReward", "Member", "RewardBatch", "as_samples", "build"]
 
@@ -32,11 +32,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Member:
-    alias: str
-    weight: float
+    spec: ScorerSpec  # alias, weight, None policy and gate: what `aggregate` reads
     scorer: Scorer
     on_error: str
     dependencies: tuple[str, ...] = ()
+
+    @property
+    def alias(self) -> str:
+        return self.spec.alias
 
 
 def as_samples(items: Iterable[Sample | Mapping[str, Any]]) -> list[Sample]:
@@ -58,9 +61,8 @@ class CompositeReward:
         for s in self.spec.scorers:
             cls = self.registry.scorer(s.scorer)
             scorer = cls(s.scorer_params, registry=self.registry)
-            self.members.append(Member(s.alias, s.weight, scorer, s.on_error or self.spec.on_error,
+            self.members.append(Member(s, scorer, s.on_error or self.spec.on_error,
                                        tuple(cls.dependencies(scorer.params))))
-        self.rules = member_rules(self.spec)
         self.cache = ScoreCache(self.spec.cache_size)
         self.error_counts = {m.alias: 0 for m in self.members}
         self._logged: set[str] = set()
@@ -71,7 +73,7 @@ class CompositeReward:
 
     @property
     def weights(self) -> list[float]:
-        return [m.weight for m in self.members]
+        return [m.spec.weight for m in self.members]
 
     def _run_member(self, member: Member, samples: list[Sample], results: dict[str, list[Score]],
                     groups: list[list[int]]) -> tuple[list[Score], int, int]:
@@ -131,7 +133,7 @@ class CompositeReward:
                 member, samples, results, groups)
             self.error_counts[member.alias] += errors[member.alias]
         values = {alias: [s.value for s in scores] for alias, scores in results.items()}
-        totals, gated, contributions, sums = combine(values, self.rules, self.spec.aggregate, groups)
+        totals, gated, contributions, sums = combine(values, self.spec.scorers, self.spec.aggregate, groups)
         return RewardBatch(totals, results, errors, groups, gated, contributions, hits, sums)
 
     __call__ = score

@@ -1,4 +1,5 @@
-"""Atomic writes: readers see the old file (or directory) or the new one, never half of one.
+"""Atomic writes: readers see the old file (or directory) or the new one, never half of one; and the
+one JSONL reader.
 
 Every output of the project (scored records, metrics, plots, checkpoints, saved models, docs
 tables) goes through these, so one interrupted run never leaves a truncated file behind.
@@ -8,13 +9,14 @@ is an atomic rename on one filesystem.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 
 def _usual_mode(path: str | Path, directory: bool = False) -> None:
@@ -98,3 +100,24 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def jsonl_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, Any, str | None]]:
+    """Each non-blank line of a JSONL file or binary stream: (line number, value, None), or
+    (line number, None, what is wrong) where the line is not JSON in UTF-8. The caller decides
+    whether one bad line stops it or all are reported."""
+    with (open(source, "rb") if isinstance(source, (str, os.PathLike)) else _borrowed(source)) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield lineno, json.loads(raw.decode("utf-8")), None
+            except UnicodeDecodeError as exc:
+                yield lineno, None, f"not valid UTF-8 (byte {exc.start + 1} of the line)"
+            except json.JSONDecodeError as exc:
+                yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+
+
+@contextmanager
+def _borrowed(stream: BinaryIO) -> Iterator[BinaryIO]:
+    yield stream  # a stream the caller opened (stdin) stays open

@@ -23,15 +23,20 @@ def prompt_key(sample: Sample) -> str:
     return json.dumps(sample.prompt, sort_keys=True, default=repr)
 
 
+def consecutive_groups(n: int, group_size: int) -> list[list[int]]:
+    """Indices of `group_size` consecutive samples per group, as a trainer lays out a generation batch."""
+    if group_size < 1 or n % group_size:
+        raise ValueError(f"a batch of {n} samples cannot be cut into groups of {group_size}")
+    return [list(range(start, start + group_size)) for start in range(0, n, group_size)]
+
+
 def groups_of(samples: Sequence[Sample], group_size: int | None = None) -> list[list[int]]:
     """Indices of each group: consecutive runs of `group_size`, or (None) the samples sharing a prompt.
 
     Without `group_size`, a sample with an empty prompt is a group of its own: no prompt says
     nothing about which samples belong together."""
     if group_size is not None:
-        if group_size < 1 or len(samples) % group_size:
-            raise ValueError(f"a batch of {len(samples)} samples cannot be cut into groups of {group_size}")
-        return [list(range(start, start + group_size)) for start in range(0, len(samples), group_size)]
+        return consecutive_groups(len(samples), group_size)
     by_prompt: dict[str | int, list[int]] = {}
     for i, sample in enumerate(samples):
         by_prompt.setdefault(prompt_key(sample) or i, []).append(i)

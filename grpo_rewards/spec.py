@@ -16,28 +16,27 @@ scorers:
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
-import tomllib
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, model_validator,
+)
 
-from grpo_rewards.errors import ConfigError, Problem, UnknownNameError, format_loc
+from grpo_rewards.advantages import AGGREGATIONS
+from grpo_rewards.errors import ConfigError, UnknownNameError
 from grpo_rewards.registry import Registry, get_registry
-
-LineOf = Callable[[tuple[Any, ...]], int | None]
+from grpo_rewards.structured import (  # noqa: F401 - LineOf and read_structured_file: the spec's readers
+    Found, LineOf, messages, no_lines, quoted_scalars, raise_problems, read_structured_file, validate,
+)
 
 
 class GateSpec(BaseModel):
     """A condition on another member's value; where it fails, this member's value is `otherwise`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     on: str = Field(min_length=1, description="Alias of the member whose value opens the gate.")
     min: float | None = Field(None, allow_inf_nan=False, description="The gate opens where that value is >= min.")
@@ -64,9 +63,13 @@ class GateSpec(BaseModel):
 
 
 class ScorerSpec(BaseModel):
-    """One weighted scorer in a reward spec."""
+    """One weighted scorer in a reward spec: the one member type (alias, weight, None policy, gate).
 
-    model_config = ConfigDict(extra="forbid")
+    Validated with the run's registry in the context (`{"registry": ...}`, as `load_spec` does), it
+    also checks its params against its scorer's `Params` and learns which members it reads."""
+
+    # strict: a quoted number in a file is a mistake, not a number
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     scorer: str = Field(description="Registry name of the scorer (see `grpo-rewards list`).")
     name: str | None = Field(
@@ -77,8 +80,9 @@ class ScorerSpec(BaseModel):
     on_error: Literal["none", "raise"] | None = Field(
         None, description="Override of the spec's `on_error` for this scorer."
     )
-    # The scorer's `Params` instance made by `validate_spec`; `params` is its plain-data dump.
+    # The scorer's `Params` instance made at validation; `params` is its plain-data dump.
     _validated: BaseModel | None = PrivateAttr(None)
+    _reads: tuple[str, ...] = PrivateAttr(())  # aliases of the members its scorer reads
     on_none: Literal["skip", "zero", "drop_sample"] = Field(
         "skip", description="What this member's None does: `skip` leaves it out of the total, `zero` counts it "
         "as 0, `drop_sample` makes the sample's total None (advantage 0).")
@@ -95,11 +99,32 @@ class ScorerSpec(BaseModel):
         validated again), else the raw `params` (a spec built by hand; the scorer validates them)."""
         return self._validated if self._validated is not None else self.params
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_its_scorer(cls, data: Any, handler: Any, info: ValidationInfo) -> ScorerSpec:
+        """The fields, and with a registry in the context the scorer and its params: every problem at once."""
+        spec, found = None, []
+        try:
+            spec = handler(data)
+        except ValidationError as exc:
+            found = messages(exc, cls)
+        registry = (info.context or {}).get("registry") if isinstance(info.context, Mapping) else None
+        raw = data if isinstance(data, Mapping) else {}
+        params, reads = None, ()
+        if registry is not None and isinstance(raw.get("scorer"), str) and isinstance(raw.get("params", {}), Mapping):
+            params, reads, problems = _scorer_params(registry, raw["scorer"], raw.get("params") or {})
+            found += problems
+        raise_problems(found)
+        if params is not None:
+            spec.params, spec._validated, spec._reads = params.model_dump(), params, reads
+        return spec
+
 
 class RewardSpec(BaseModel):
-    """A weighted sum of scorers."""
+    """A weighted sum of scorers. Its validators check what spans members: unique aliases, gates on
+    known members without cycles, and members reading only members listed before them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     scorers: list[ScorerSpec] = Field(min_length=1, description="The scorers, in evaluation order.")
     on_error: Literal["none", "raise"] = Field(
@@ -107,9 +132,8 @@ class RewardSpec(BaseModel):
         description="What a scorer that raises does: `none` gives its samples None (counted and logged), "
         "`raise` propagates the exception.",
     )
-    aggregate: Literal["sum", "normalize_then_sum"] = Field(
-        "sum", description="`sum`: the weighted sum of the members' values; `normalize_then_sum`: each member "
-        "normalised within its group (mean and std over the group's values) before the weighted sum.")
+    aggregate: Literal[tuple(AGGREGATIONS)] = Field(  # type: ignore[valid-type]
+        "sum", description="; ".join(f"`{name}`: {a.description}" for name, a in AGGREGATIONS.items()) + ".")
     cache_size: int = Field(
         4096, ge=0, le=10_000_000,
         description="Scores kept in the LRU score cache across batches (deterministic scorers only; 0 disables it).")
@@ -122,261 +146,88 @@ class RewardSpec(BaseModel):
     def load(cls, source: str | Path | Mapping[str, Any] | RewardSpec, registry: Registry | None = None) -> RewardSpec:
         return load_spec(source, registry)
 
-
-# ---------------------------------------------------------------------------------------------
-# Reading files, with line numbers for the error messages
-
-
-def _yaml_line_index(text: str) -> LineOf:
-    """Map a location tuple to the 1-based line of the YAML (or JSON) node it names."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        root = None
-
-    def line_of(loc: tuple[Any, ...]) -> int | None:
-        node, line = root, None
-        for part in loc:
-            if node is None:
-                break
-            line = node.start_mark.line + 1
-            if isinstance(node, yaml.MappingNode):
-                node = next((v for k, v in node.value if k.value == part), None)
-                if node is None:  # a missing key: point at its mapping
-                    return line
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-                node = node.value[part]
-            else:
-                return line
-        return node.start_mark.line + 1 if node is not None else line
-
-    return line_of
-
-
-def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, LineOf]:
-    """Parse a YAML, TOML or JSON file; a missing file or a syntax error is a `ConfigError`."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError([Problem("", f"cannot read file: {exc.strerror or exc}", str(path))], what) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        problem = Problem("", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at column {column} (save the file as "
-                          "UTF-8)", str(path), line)
-        raise ConfigError([problem], what) from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            return tomllib.loads(text), lambda loc: None
-        if suffix == ".json":
-            return json.loads(text), _yaml_line_index(text)
-        return yaml.safe_load(text), _yaml_line_index(text)
-    except json.JSONDecodeError as exc:
-        problem = Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(path), exc.lineno)
-    except tomllib.TOMLDecodeError as exc:
-        problem = Problem("", f"invalid TOML: {exc}", str(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        msg = f"{getattr(exc, 'problem', None) or exc}"
-        problem = Problem("", f"invalid YAML: {msg}", str(path), mark.line + 1 if mark else None)
-    raise ConfigError([problem], what) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation
-
-
-def _fields_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
-    """The field names of the (nested) model that `loc` points into: the candidates for a typo."""
-    for part in loc:
-        if model is None:
-            return []
-        if isinstance(part, int):
-            continue  # an item of a list field: the same model
-        field = model.model_fields.get(part)
-        if field is None:
-            return []
-        model = next((t for t in _models_in(field.annotation)), None)
-    return list(model.model_fields) if model is not None else []
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
-
-
-def _unknown_field(key: Any, known: list[str], hints: Mapping[str, str]) -> str:
-    if key in hints:
-        return f"unknown field ({hints[key]})"
-    close = difflib.get_close_matches(str(key), known, n=3, cutoff=0.6)
-    return f"unknown field; did you mean {' or '.join(close)}?" if close else "unknown field"
-
-
-def _pydantic_problems(exc: ValidationError, loc_prefix: tuple[Any, ...], path_prefix: str,
-                       source: str | None, line_of: LineOf, model: type[BaseModel] | None = None,
-                       hints: Mapping[str, str] | None = None) -> list[Problem]:
-    """Problems of a pydantic error; with `model`, an unknown field gets a "did you mean", and
-    `hints` maps a name this project does not use (a TRL option, say) to where the concept lives."""
-    problems = []
-    for err in exc.errors(include_url=False):
-        loc = loc_prefix + tuple(err["loc"])
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = _unknown_field(err["loc"][-1], _fields_at(model, tuple(err["loc"][:-1])), hints or {})
-        elif err["type"] == "value_error":  # a validator's own message, which names the value itself
-            msg = str(err["ctx"]["error"])
-        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
-            msg = f"{msg} (got {err['input']!r})"
-        problems.append(Problem(format_loc(loc, path_prefix), msg, source, line_of(loc)))
-    return problems
-
-
-_SCALAR_TYPES = {"float_type": "a number", "int_type": "an integer", "bool_type": "true or false"}
-
-
-def quoted_scalar_problems(model: type[BaseModel], data: Any, loc_prefix: tuple[Any, ...], path_prefix: str,
-                           source: str | None, line_of: LineOf, context: Any = None) -> list[Problem]:
-    """Strings that lax validation would have turned into numbers or booleans.
-
-    Pydantic's lax mode reads `weight: "0.5"` as 0.5; in a YAML or JSON file a quoted number is
-    almost always a mistake (a value pasted from elsewhere, a template gone wrong), so specs and
-    configs reject it. Only these coercions are checked strictly: YAML lists still fill tuples.
-    """
-    try:
-        model.model_validate(data, strict=True, context=context)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False):
-            if err["type"] in _SCALAR_TYPES and isinstance(err.get("input"), str):
-                loc = loc_prefix + tuple(err["loc"])
-                msg = (f"a quoted value ({err['input']!r}) where {_SCALAR_TYPES[err['type']]} is expected: "
-                       "write it without quotes")
-                problems.append(Problem(format_loc(loc, path_prefix), msg, source, line_of(loc)))
-        return problems
-    return []
-
-
-def validate_spec(data: Any, registry: Registry | None = None, *, source: str | None = None,
-                  line_of: LineOf | None = None, path_prefix: str = "",
-                  loc_prefix: tuple[Any, ...] = ()) -> tuple[RewardSpec | None, list[Problem]]:
-    """Validate a spec given as plain data; returns the spec (or None) and every problem found.
-
-    `loc_prefix` places the spec inside a larger document (a training config's `rewards:`
-    section): problems get their full path and `line_of` is asked for full locations.
-    `path_prefix` is a text prefix for the paths, used only without `loc_prefix` (a spec read
-    from its own file but referenced from a config).
-    """
-    registry = registry or get_registry()
-    line_of = line_of or (lambda loc: None)
-    problems: list[Problem] = []
-    # loc_prefix already names the spec's place in the path; adding path_prefix too would say it twice.
-    path_prefix = "" if loc_prefix else path_prefix
-
-    def add(loc: tuple[Any, ...], message: str) -> None:
-        full = loc_prefix + loc
-        problems.append(Problem(format_loc(full, path_prefix), message, source, line_of(full)))
-
-    if not isinstance(data, Mapping):
-        add((), f"a reward spec must be a mapping with a 'scorers' list, got {type(data).__name__}")
-        return None, problems
-
-    spec = None
-    try:
-        spec = RewardSpec.model_validate(data)
-        problems += quoted_scalar_problems(RewardSpec, data, loc_prefix, path_prefix, source, line_of)
-    except ValidationError as exc:
-        problems += _pydantic_problems(exc, loc_prefix, path_prefix, source, line_of, RewardSpec)
-
-    items = data.get("scorers")
-    items = items if isinstance(items, list) else []
-    seen: dict[str, int] = {}
-    validated_params: dict[int, BaseModel] = {}
-    # Every alias's first position, so a dependency on a later scorer is told apart from a typo.
-    positions: dict[str, int] = {}
-    for i, item in enumerate(items):
-        if isinstance(item, Mapping):
-            alias = item.get("name") or item.get("scorer")
-            if isinstance(alias, str):
-                positions.setdefault(alias, i)
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping) or not isinstance(item.get("scorer"), str):
-            continue  # already reported structurally
-        alias = item.get("name") or item["scorer"]
-        if isinstance(alias, str):
-            if alias in seen:
-                add(("scorers", i, "name" if item.get("name") else "scorer"),
-                    f"duplicate scorer name {alias!r} (also scorers[{seen[alias]}]); give one a distinct 'name'")
-            seen.setdefault(alias, i)
+    @model_validator(mode="wrap")
+    @classmethod
+    def _across_members(cls, data: Any, handler: Any) -> RewardSpec:
+        """The fields, then the rules across members; the aliases and gates of members that are
+        themselves invalid still count, so that every problem is reported at once."""
+        if isinstance(data, RewardSpec):
+            return handler(data)
+        if not isinstance(data, Mapping):
+            raise_problems([((), f"a reward spec must be a mapping with a 'scorers' list, got {type(data).__name__}")])
+        spec, found = None, []
         try:
-            cls = registry.scorer(item["scorer"])
-        except UnknownNameError as exc:
-            add(("scorers", i, "scorer"), str(exc))
-            continue
-        raw_params = item.get("params") or {}
-        if not isinstance(raw_params, Mapping):
-            continue
-        at = loc_prefix + ("scorers", i, "params")
-        try:
-            params = cls.Params.model_validate(raw_params, context={"registry": registry})
+            spec = handler(data)
         except ValidationError as exc:
-            problems += _pydantic_problems(exc, at, path_prefix, source, line_of, cls.Params)
-            continue
-        quoted = quoted_scalar_problems(cls.Params, raw_params, at, path_prefix, source, line_of,
-                                        context={"registry": registry})
-        if quoted:
-            problems += quoted
-            continue
-        validated_params[i] = params
-        earlier = [a for a, j in seen.items() if j < i]
-        try:
-            dependencies = list(cls.dependencies(params))
-        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported like any other problem
-            add(("scorers", i, "params"), f"scorer {item['scorer']!r} failed to name its dependencies: "
-                f"{type(exc).__name__}: {exc}")
-            continue
-        for dep in dependencies:
-            if dep not in earlier:
-                if dep == alias:
-                    where = "a scorer cannot read its own results"
-                elif dep in positions:
-                    where = f"it is scorers[{positions[dep]}], which comes later"
-                else:
-                    where = "no scorer has that name"
-                add(("scorers", i, "params"),
-                    f"reads the results of scorer {dep!r}, which must be listed before it ({where})")
-
-    check_gates(items, positions, add)
-
-    if problems:
-        # In document order where lines are known (structural and per-scorer checks run apart).
-        problems.sort(key=lambda p: (p.line is None, p.line or 0))
-        return None, problems
-    assert spec is not None
-    for i, params in validated_params.items():
-        spec.scorers[i].params = params.model_dump()
-        spec.scorers[i]._validated = params
-    return spec, []
+            found = messages(exc, cls)
+        members = _member_keys(data.get("scorers"))
+        found += _alias_problems(members) + _gate_problems(members)
+        if spec is not None:
+            found += _read_order_problems(spec.scorers)
+        raise_problems(found)
+        return spec
 
 
-def check_gates(items: list[Any], positions: dict[str, int], add: Callable[[tuple[Any, ...], str], None]) -> None:
-    """Report (through `add`) a gate on an unknown member or on itself, and chains of gates that loop."""
+# ---------------------------------------------------------------------------------------------
+# The checks the validators run
+
+
+def _scorer_params(registry: Registry, name: str, raw: Mapping[str, Any]) -> tuple[BaseModel | None, tuple[str, ...], Found]:
+    """(the scorer's validated `Params`, the members it reads, problems) for a member's `scorer` and `params`."""
+    try:
+        cls = registry.scorer(name)
+    except UnknownNameError as exc:
+        return None, (), [(("scorer",), str(exc))]
+    context = {"registry": registry}
+    try:
+        params = cls.Params.model_validate(raw, context=context)
+    except ValidationError as exc:
+        return None, (), [(("params", *loc), message) for loc, message in messages(exc, cls.Params)]
+    quoted = quoted_scalars(cls.Params, raw, context)
+    if quoted:
+        return None, (), [(("params", *loc), message) for loc, message in quoted]
+    try:
+        return params, tuple(cls.dependencies(params)), []
+    except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported like any other problem
+        return None, (), [(("params",), f"scorer {name!r} failed to name its dependencies: {type(exc).__name__}: {exc}")]
+
+
+def _member_keys(items: Any) -> list[tuple[int, str, str | None]]:
+    """(position, alias, alias it is gated on) of each member whose alias can be read."""
+    keys = []
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        alias = (item.get("name") or item.get("scorer")) if isinstance(item, Mapping) else None
+        if isinstance(alias, str):
+            gate = GateSpec.yaml_on(item.get("gate"))
+            on = gate.get("on") if isinstance(gate, Mapping) else None
+            keys.append((i, alias, on if isinstance(on, str) else None))
+    return keys
+
+
+def _alias_problems(members: list[tuple[int, str, str | None]]) -> Found:
+    found: Found = []
+    first: dict[str, int] = {}
+    for i, alias, _ in members:
+        if alias in first:
+            found.append((("scorers", i, "scorer"),
+                          f"duplicate scorer name {alias!r} (also scorers[{first[alias]}]); give one a distinct 'name'"))
+        first.setdefault(alias, i)
+    return found
+
+
+def _gate_problems(members: list[tuple[int, str, str | None]]) -> Found:
+    """A gate on an unknown member or on itself, and chains of gates that loop (each loop once)."""
+    found: Found = []
+    known = list(dict.fromkeys(alias for _, alias, _ in members))
     gate_of: dict[str, tuple[int, str]] = {}  # gated alias -> (its position, the alias it is gated on)
-    for i, item in enumerate(items):
-        gate = GateSpec.yaml_on(item.get("gate")) if isinstance(item, Mapping) else None
-        alias = item.get("name") or item.get("scorer") if isinstance(item, Mapping) else None
-        if not isinstance(gate, Mapping) or not isinstance(gate.get("on"), str) or not isinstance(alias, str):
-            continue  # a structural problem, reported by the model
-        on = gate["on"]
+    for i, alias, on in members:
+        if on is None:
+            continue
         if on == alias:
-            add(("scorers", i, "gate", "on"), f"scorer {alias!r} cannot be gated on itself")
-        elif on not in positions:
-            add(("scorers", i, "gate", "on"), f"gate on unknown scorer {on!r}; "
-                f"the spec's scorers are: {', '.join(positions)}")
+            found.append((("scorers", i, "gate", "on"), f"scorer {alias!r} cannot be gated on itself"))
+        elif on not in known:
+            found.append((("scorers", i, "gate", "on"),
+                          f"gate on unknown scorer {on!r}; the spec's scorers are: {', '.join(known)}"))
         else:
             gate_of[alias] = (i, on)
     reported: set[str] = set()
@@ -387,7 +238,47 @@ def check_gates(items: list[Any], positions: dict[str, int], add: Callable[[tupl
             alias = gate_of[alias][1]
         if alias == start and not reported.intersection(chain):
             reported.update(chain)
-            add(("scorers", i, "gate", "on"), "gates form a cycle: " + " -> ".join([*chain, start]))
+            found.append((("scorers", i, "gate", "on"), "gates form a cycle: " + " -> ".join([*chain, start])))
+    return found
+
+
+def _read_order_problems(members: Sequence[ScorerSpec]) -> Found:
+    """A member may read only the results of members listed before it."""
+    found: Found = []
+    position = {}
+    for i, member in enumerate(members):
+        position.setdefault(member.alias, i)
+    for i, member in enumerate(members):
+        for dep in member._reads:
+            if position.get(dep, i) < i:
+                continue
+            if dep == member.alias:
+                where = "a scorer cannot read its own results"
+            elif dep in position:
+                where = f"it is scorers[{position[dep]}], which comes later"
+            else:
+                where = "no scorer has that name"
+            found.append((("scorers", i, "params"),
+                          f"reads the results of scorer {dep!r}, which must be listed before it ({where})"))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def validate_spec(data: Any, registry: Registry | None = None, *, source: str | None = None,
+                  line_of: LineOf | None = None, path_prefix: str = "",
+                  loc_prefix: tuple[Any, ...] = ()) -> tuple[RewardSpec | None, list]:
+    """Validate a spec given as plain data; returns the spec (or None) and every problem found.
+
+    `loc_prefix` places the spec inside a larger document (a training config's `rewards:`
+    section): problems get their full path and `line_of` is asked for full locations.
+    `path_prefix` is a text prefix for the paths, used only without `loc_prefix` (a spec read
+    from its own file but referenced from a config).
+    """
+    return validate(RewardSpec, data, source=source, line_of=line_of or no_lines,
+                    context={"registry": registry or get_registry()}, loc_prefix=loc_prefix, path_prefix=path_prefix)
 
 
 def load_spec(source: str | Path | Mapping[str, Any] | RewardSpec, registry: Registry | None = None) -> RewardSpec:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from _grpo_core_helpers import write_config
 
-import grpo_core.config as config_module
 import grpo_rewards.compose as compose_module
+import grpo_rewards.spec as spec_module
 from grpo_core.cli import main as train_cli
 from grpo_core.config import load_config
 from grpo_rewards import ConfigError, Sample, build
@@ -15,10 +15,10 @@ from grpo_rewards import ConfigError, Sample, build
 
 def test_the_spec_is_validated_once_and_built_as_validated(tmp_path, monkeypatch):
     calls = []
-    real_validate = config_module.validate_spec
-    monkeypatch.setattr(config_module, "validate_spec", lambda *a, **k: calls.append(a) or real_validate(*a, **k))
+    real_check = spec_module._scorer_params  # each member's scorer and params, checked by its validator
+    monkeypatch.setattr(spec_module, "_scorer_params", lambda *a, **k: calls.append(a) or real_check(*a, **k))
     config = load_config(write_config(tmp_path))
-    assert len(calls) == 1
+    assert [name for _, name, _ in calls] == [s.scorer for s in config.rewards.scorers]  # once each
 
     def no_revalidation(*args, **kwargs):
         raise AssertionError("a validated spec was validated again")

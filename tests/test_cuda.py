@@ -24,7 +24,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from _grpo_core_helpers import base_config, char_tokenizer
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core.config import validate_config
-from grpo_core.loss import CompletionLogprobs, grpo_loss, selective_logprobs
+from grpo_core.loss import LOSS_TYPES, CompletionLogprobs, grpo_loss, selective_logprobs
 from grpo_core.metrics import read_metrics
 from grpo_core.prompts import Prompts
 from grpo_core.rollout import generate, generation_config, left_pad
@@ -64,7 +64,7 @@ def llama(tokenizer_or_vocab, device: torch.device, hidden: int, layers: int) ->
 # ---------------------------------------------------------------------------------------------
 
 
-CASES = list(itertools.product(["grpo", "bnpo", "dr_grpo", "dapo"], ["token", "sequence"], [0.0, 0.04], [True, False]))
+CASES = list(itertools.product(LOSS_TYPES, ["token", "sequence"], [0.0, 0.04], [True, False]))
 
 
 def test_loss_and_gradient_match_trl_on_the_device(device):

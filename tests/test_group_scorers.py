@@ -45,6 +45,13 @@ def test_majority_answer_by_hand_with_ties_missing_answers_and_too_few():
     assert values(MajorityAnswer(min_answers=1).score(alone)) == [1.0, 0.0]
 
 
+def test_majority_answer_reads_the_one_answer_region():
+    """The final answer as math_accuracy reads it: after the reasoning, normalised, the last `####`."""
+    samples = group("p", r"<think>\boxed{7}</think> The answer is $12{,}000$.", r"\boxed{12\,000}",
+                    "#### 7 then #### 12000", r"\boxed{7}")
+    assert values(MajorityAnswer().score(samples)) == [1.0, 1.0, 1.0, 0.0]
+
+
 class GroupRank(GroupScorer):
     """Rank of the earlier member's value within the group, scaled to [0, 1]: a plugin's group scorer."""
 

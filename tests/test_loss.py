@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
-from grpo_core.loss import CompletionLogprobs, grpo_loss, selective_logprobs
+from grpo_core.loss import LOSS_TYPES, CompletionLogprobs, grpo_loss, nanstd, selective_logprobs
 
 pytest.importorskip("trl.trainer.grpo_trainer", reason="TRL (the `trl` extra) is needed for parity")
 from _trl_loss import make_batch, trl_loss  # noqa: E402 - needs TRL
 
 
-CASES = list(itertools.product(["grpo", "bnpo", "dr_grpo", "dapo"], ["token", "sequence"], [0.0, 0.04], [True, False]))
+CASES = list(itertools.product(LOSS_TYPES, ["token", "sequence"], [0.0, 0.04], [True, False]))
 
 
 @pytest.mark.parametrize("loss_type,level,beta,with_old", CASES)
@@ -46,8 +46,8 @@ def test_loss_types_differ_on_ragged_batch():
     batch = make_batch()
     values = {t: grpo_loss(batch["logps"], batch["old"], batch["ref"], batch["adv"], batch["mask"], loss_type=t,
                            beta=0.04, epsilon=0.2, epsilon_high=0.2, max_completion_length=9,
-                           dapo_tokens=float(batch["mask"].sum()))[0].item() for t in ("grpo", "bnpo", "dr_grpo")}
-    assert len({round(v, 6) for v in values.values()}) == 3
+                           dapo_tokens=float(batch["mask"].sum()) + 3)[0].item() for t in LOSS_TYPES}
+    assert len({round(v, 6) for v in values.values()}) == len(LOSS_TYPES)
     with pytest.raises(ValueError, match="loss_type"):
         grpo_loss(batch["logps"], None, None, batch["adv"], batch["mask"], loss_type="ppo", beta=0.0,
                   epsilon=0.2, epsilon_high=0.2)
@@ -64,6 +64,18 @@ def test_ratio_one_gives_policy_gradient_without_recomputed_old_logps():
     expected = -(batch["adv"][:, None] * mask) / mask.sum()
     assert torch.allclose(logps.grad, expected, atol=1e-7)
     assert stats["clip_ratio"].item() == 0.0
+
+
+def test_nanstd_matches_numpy_and_is_nan_below_two_values():
+    import math
+
+    import numpy as np
+
+    x = torch.tensor([[1.0, math.nan, 3.0, 7.0], [math.nan, math.nan, 2.0, math.nan]])
+    std = nanstd(x, -1)
+    assert std[0].item() == pytest.approx(np.std([1.0, 3.0, 7.0], ddof=1), rel=1e-6)
+    assert std[1].isnan()
+    assert nanstd(torch.tensor([2.0, 4.0])).item() == pytest.approx(math.sqrt(2.0))
 
 
 # ---------------------------------------------------------------------------------------------

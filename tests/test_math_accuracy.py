@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from grpo_rewards import build, get_registry
-from grpo_rewards.extract import answer_phrase, bare_answer, clean_answer, gsm8k_answer
+from grpo_rewards.extract import bare_region, box_region, final_region, gsm8k_region, phrase_region
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.math import MathAccuracy
 
@@ -75,19 +75,28 @@ def test_no_extractable_answer_is_zero_with_reason(scorer):
         result = one(scorer, completion, "3")
         assert result.value == 0.0 and result.info["reason"].startswith("no answer found"), completion
     empty_box = one(scorer, "\\boxed{}", "3")
-    assert empty_box.value == 0.0 and empty_box.info["reason"] == "answer is not math"
+    assert empty_box.value == 0.0 and empty_box.info["reason"].startswith("no answer found")
+    not_math = one(scorer, "\\boxed{\\}}", "3")
+    assert not_math.value == 0.0 and not_math.info["reason"] == "answer is not math"
 
 
 def test_extraction_priority_is_configurable():
-    text = "First I guessed \\boxed{4}. <answer>5</answer> The answer is 6. #### 7"
+    text = "First I guessed \\boxed{4}. The answer is 6. #### 7"
     sample = [Sample(completion=text, reference={"answer": "6"})]
     with MathAccuracy(extract=["boxed"]) as s:
         assert s.extract_answer(text)[:2] == ("4", "boxed")
-    orders = {("answer_tag", "boxed"): "5", ("phrase",): "6", ("gsm8k", "phrase"): "7", ("last_number",): "7"}
+    orders = {("phrase",): "6", ("gsm8k", "phrase"): "7", ("last_number",): "7"}
     for order, expected in orders.items():
         assert MathAccuracy(extract=list(order)).extract_answer(text)[0] == expected
     with MathAccuracy(extract=["phrase"]) as s:
         assert s.score(sample)[0].value == 1.0
+
+
+def test_the_answer_block_is_the_final_answer_region():
+    """A box, phrase or `####` outside the answer block (or inside the reasoning) never outranks it."""
+    text = "First I guessed \\boxed{4}. <answer>5</answer> The answer is 6. #### 7"
+    assert MathAccuracy().extract_answer(text)[:2] == ("5", "answer_tag")
+    assert MathAccuracy(extract=["boxed", "phrase"]).extract_answer(text)[0] == "4"  # no answer_tag: no block
 
 
 def test_last_number_is_off_by_default(scorer):
@@ -102,18 +111,24 @@ def test_after_think_only():
     with MathAccuracy(after_think_only=True) as s:
         assert s.extract_answer(text)[0] == "4"
         assert s.extract_answer("\\boxed{3} without a closing tag")[2] == "no </think> in the completion"
-    assert MathAccuracy().extract_answer(text)[0] == "3"
+    # The reasoning ends at </think> whatever the setting: its box is never the answer.
+    assert MathAccuracy().extract_answer(text)[0] == "4"
+    assert "never ended" in MathAccuracy().extract_answer("<think>so \\boxed{3}")[2]
+    assert MathAccuracy().extract_answer("no think tags: \\boxed{3}")[0] == "3"
 
 
 def test_extraction_helpers():
-    assert answer_phrase("so the final answer is $\\frac{1}{2}$. Done") == "\\frac{1}{2}"
-    assert answer_phrase("**Answer:** 42") == "42"
-    assert answer_phrase("**Final Answer**\n\n$42$") == "42"
-    assert answer_phrase("no phrase here") is None
-    assert gsm8k_answer("work\n#### 1,234") == "1234"
-    assert bare_answer(" **-3.5** ") == "-3.5"
-    assert bare_answer("the value is 3") is None
-    assert clean_answer("  ") is None
+    assert phrase_region("so the final answer is $\\frac{1}{2}$. Done") == "$\\frac{1}{2}$"
+    assert phrase_region("**Answer:** 42") == "42"
+    assert phrase_region("**Final Answer**\n\n$42$") == "$42$"
+    assert phrase_region("no phrase here") is None
+    assert gsm8k_region("work\n#### 1,234") == " 1,234"
+    assert gsm8k_region("#### 72 some text #### 13\nmore") == " 13"
+    assert box_region("So 6 or $\\boxed{5}$ cm. Done") == ("5", "So 6 or $", "$ cm")
+    assert bare_region(" **-3.5** ") == "-3.5"
+    assert bare_region("line one\nline two") is None
+    assert final_region("<think>\\boxed{1}</think><answer>2</answer>", "answer") == ("2", None)
+    assert final_region("<think>\\boxed{1}", "answer")[0] is None
 
 
 def test_answer_field_is_configurable():

@@ -30,17 +30,15 @@ _PHRASE_PICKS_OTHER = "the text after the answer phrase holds another expression
                       "happens to land on the intended one"
 # Disagreements of the default extraction, each with its reason.
 DEFAULT_MODE_PINS = {
-    **dict.fromkeys(["mv-0007", "mv-0013", "mv-0014", "mv-0015", "mv-0016", "mv-0049", "mv-0050", "mv-0053",
+    **dict.fromkeys(["mv-0007", "mv-0013", "mv-0014", "mv-0015", "mv-0016",
                      "mv-0088", "mv-0089", "mv-0090", "mv-0091", "mv-0092", "mv-0095", "mv-0119", "mv-0120",
                      "mv-0121", "mv-0122", "mv-0123", "mv-0124", "mv-0142", "mv-0143", "mv-0144", "mv-0164"],
                     _UNANCHORED),
-    **dict.fromkeys(["mv-0148", "mv-0157", "mv-0158", "mv-0160"], _PHRASE_PICKS_OTHER),
+    **dict.fromkeys(["mv-0158", "mv-0160"], _PHRASE_PICKS_OTHER),
     "mv-0002": "`1 000` (space as thousands separator) is read as the bare LaTeX `\\boxed{1 000}`, i.e. 1*000",
     "mv-0031": "we accept an answer phrase followed by `$ ... $` spanning lines; upstream's inline-math regex does "
                "not (the case is labelled not equivalent for that reason only)",
     "mv-0032": "as mv-0031, with `\\( ... \\)`",
-    "mv-0062": "the gold is a whole solution whose box holds `12\\text{ and }13`; the prediction's last box holds "
-               "`12 $ and $13`, which is not math",
     "mv-0173": "the last `\\boxed{}` of the prediction is an intermediate result (255); upstream picks the final figure",
     "mv-0219": "prediction `W(x)=1orW(x)=-1` has no anchor and reads as prose",
     "mv-0232": "the gold parses to a string only (two equations with ±); upstream then compares strings, we score "

@@ -43,6 +43,18 @@ def test_math_hacks_score_what_they_must():
     _check(MATH)
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("seed", [11, 23])
+def test_new_members_of_each_math_family_earn_nothing(seed):
+    """The families are generated: members drawn with other numbers, connectives and places than
+    the suite's must score 0 too, so the rules hold for the family, not for a list."""
+    import random
+
+    from grpo_rewards.redteam.math import families
+
+    _check(families(random.Random(seed)))
+
+
 def _math(scorer: MathAccuracy, pairs: list[tuple[str, str]], prompt: str = "") -> list[float | None]:
     return [s.value for s in scorer.score([Sample(prompt, c, {"answer": g}) for g, c in pairs])]
 
@@ -62,6 +74,14 @@ def test_honest_answers_keep_their_credit_next_to_the_hedge_check():
         ("\\{1, 2\\}", "\\boxed{1} and \\boxed{2}"),
         ("5", "\\boxed{5 \\pm 0}"),                           # +-0 is one value
         ("5", "\\boxed{x = 5}"),
+        ("5", "\\boxed{5\\,\\text{cm}}"),                    # spacing and a unit are not a second value
+        ("12000", "\\boxed{12\\,000}"),
+        ("5", "The answer is 5, not 6."),                     # remarks after a complete answer
+        ("5", "The answer is $5$, which is less than 6."),
+        ("12", "The answer is 12 apples, 3 more than Anna's 9"),
+        ("150", "The answer is 150 minutes, i.e. 2.5 hours"),
+        ("B", "The answer is B) 5."),                         # a choice letter and its text
+        ("13", "#### 72 some text #### 13"),                  # the last `####` is the answer
     ]
     with MathAccuracy() as scorer:
         assert _math(scorer, honest) == [1.0] * len(honest)

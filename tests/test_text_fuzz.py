@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grpo_rewards.registry import get_registry
 from grpo_rewards.scorer import Sample, Score
 from grpo_rewards.scorers.format import ReasoningSteps, RegexFormat, TagCount, ThinkFormat
 from grpo_rewards.scorers.json_schema import JsonSchema
 from grpo_rewards.scorers.language import LanguageConsistency
 from grpo_rewards.scorers.length import CosineLength, Length, OverlongPunishment
 from grpo_rewards.scorers.repetition import Repetition
-from grpo_rewards.scorers.text import TEXT_SCORERS
 
 SCORERS = {
     "think_format": [ThinkFormat(), ThinkFormat(answer_tag=None, prompt_opens_think=True, whitespace="lenient")],
@@ -70,7 +70,7 @@ def assert_valid(scorer, scores: list[Score], n: int) -> None:
 
 
 def test_fuzz_covers_every_text_scorer():
-    assert set(SCORERS) == {cls.name for cls in TEXT_SCORERS}
+    assert set(SCORERS) == {n for n, e in get_registry().scorers.items() if e.plugin == "grpo_rewards.scorers.text"}
 
 
 @pytest.mark.timeout(300)

@@ -21,10 +21,12 @@ from _grpo_core_helpers import one_torch_thread  # noqa: F401 - autouse fixture
 from grpo_core import runtime as runtime_module
 from grpo_core.cli import main
 from grpo_core.config import TrainConfig, load_config, validate_config
-from grpo_core.loss import LOSS_TYPES, batch_advantages, group_advantages
+from grpo_core.loss import LOSS_TYPES
 from grpo_core.metrics import read_metrics
 from grpo_core.trainer import Trainer, train
+from grpo_rewards.advantages import advantages
 from grpo_rewards.errors import ConfigError, UserError
+from grpo_rewards.group import consecutive_groups
 
 REQUIRED = ["completion_length", "reward", "reward/a_frac", "reward/correct", "reward_std", "kl", "clip_ratio",
             "frac_reward_zero_std", "entropy", "learning_rate", "step_seconds", "tokens_per_second"]
@@ -81,12 +83,13 @@ def test_normalize_then_sum_trains_on_batch_scaled_advantages_and_logs_the_rewar
                                          **{"rewards.aggregate": "normalize_then_sum"}))
     trainer = Trainer(config)
     rollout, stats = trainer.make_rollout()
-    batch, _ = trainer.last_scored
-    totals = torch.tensor([math.nan if t is None else t for t in batch.totals])
-    sums = torch.tensor([math.nan if t is None else t for t in batch.weighted_sums])
-    assert torch.allclose(rollout.advantages, batch_advantages(totals)[0])
+    totals, sums = rollout.rewards, rollout.reward_sums
+    as_list = [None if math.isnan(t) else t for t in totals.tolist()]
+    batch_scaled, _ = advantages(as_list, consecutive_groups(len(as_list), 4), "normalize_then_sum")
+    assert torch.allclose(rollout.advantages, torch.tensor(batch_scaled))
     if (totals.view(-1, 4).nan_to_num().std(-1) > 0).all():  # every group has spread: per-group would differ
-        assert not torch.allclose(rollout.advantages, group_advantages(totals, 4, "group")[0], atol=1e-3)
+        per_group, _ = advantages(as_list, consecutive_groups(len(as_list), 4), "sum", "group")
+        assert not torch.allclose(rollout.advantages, torch.tensor(per_group), atol=1e-3)
     assert stats["reward"] == pytest.approx(sums.nanmean().item(), abs=1e-6)
     assert stats["reward"] > 0.01 and abs(totals.nanmean().item()) < 1e-5  # the scale the totals hide
     evaluated = trainer.evaluate()
@@ -175,6 +178,17 @@ def test_a_fresh_run_refuses_an_output_dir_with_checkpoints(tmp_path):
 
 def test_every_loss_type_the_config_accepts_is_in_the_objective_table():
     assert set(typing.get_args(TrainConfig.model_fields["loss_type"].annotation)) == set(LOSS_TYPES)
+
+
+def test_a_scale_rewards_that_the_aggregation_ignores_is_a_config_error(tmp_path):
+    """TRL 1.16 scales normalize_then_sum's totals over the batch whatever scale_rewards says: saying
+    otherwise is refused, naming the field; the default and `batch` are TRL's behaviour."""
+    nts = {"rewards.aggregate": "normalize_then_sum"}
+    with pytest.raises(ConfigError, match=r"scale_rewards: .*scale_rewards: none. would have no effect"):
+        validate_config(base_config(tmp_path, scale_rewards="none", **nts))
+    assert validate_config(base_config(tmp_path, scale_rewards="batch", **nts)).scale_rewards == "batch"
+    assert validate_config(base_config(tmp_path, **nts)).rewards.aggregate == "normalize_then_sum"
+    assert validate_config(base_config(tmp_path, scale_rewards="none")).scale_rewards == "none"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from grpo_rewards.advantages import AGGREGATIONS
 from grpo_rewards.cache import canonical
 from grpo_rewards.scorer import RewardBatch, Sample
 from grpo_rewards.spec import RewardSpec
@@ -167,6 +168,6 @@ def trl_reward_functions(composite: BatchReward,
 
 def trl_config_kwargs(composite: BatchReward) -> dict[str, Any]:
     """The `GRPOConfig` settings that make TRL combine the functions as the spec says."""
-    aggregation = "normalize_then_sum" if composite.spec.aggregate == "normalize_then_sum" else "sum_then_normalize"
+    aggregation = AGGREGATIONS[composite.spec.aggregate].trl_name
     return {"reward_weights": list(composite.weights), "multi_objective_aggregation": aggregation}
 

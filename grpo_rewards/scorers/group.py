@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_rewards.extract import strip_math_delimiters
+from grpo_rewards.answer import normalise
 from grpo_rewards.group import GroupScorer
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.scorer import Sample, Score
@@ -71,8 +71,10 @@ class MajorityAnswerParams(BaseModel):
 
 
 def answer_key(answer: str) -> str:
-    """Answers are compared as text: math delimiters and all whitespace removed (`$x = 2$` is `x=2`)."""
-    return _SPACE.sub("", strip_math_delimiters(answer))
+    """Answers are compared as text, normalised as `math_accuracy` normalises them (delimiters,
+    spacing, thousands separators, units and marks removed: `$12{,}000$` is `12000`) and without
+    whitespace (`x = 2` is `x=2`)."""
+    return _SPACE.sub("", normalise(answer))
 
 
 class MajorityAnswer(GroupScorer):

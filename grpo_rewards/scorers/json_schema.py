@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from cachetools import LRUCache
 from jsonschema import exceptions as js_exceptions
 from jsonschema import validators
 from referencing.exceptions import Unresolvable
@@ -71,7 +71,7 @@ class JsonSchema(Scorer):
 
     def __init__(self, params: Any = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
-        self._validators: OrderedDict[str, Any] = OrderedDict()  # schema text -> validator (a GRPO group shares one)
+        self._validators: LRUCache[str, Any] = LRUCache(self._CACHE_SIZE)  # schema text -> validator (a group shares one)
 
     def _validator(self, schema: Any) -> Any:
         key = json.dumps(schema, sort_keys=True, default=str)
@@ -81,10 +81,6 @@ class JsonSchema(Scorer):
             checker = cls.FORMAT_CHECKER if self.params.check_formats else None
             validator = cls(schema, format_checker=checker)
             self._validators[key] = validator
-            if len(self._validators) > self._CACHE_SIZE:
-                self._validators.popitem(last=False)
-        else:
-            self._validators.move_to_end(key)
         return validator
 
     def _schema_for(self, sample: Sample) -> tuple[Any, str]:

@@ -9,17 +9,17 @@ Per batch, each distinct gold is parsed once per worker chunk and each distinct
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
+
+from cachetools import LRUCache, cached
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_rewards import extract
+from grpo_rewards import answer, extract
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.procpool import TaskResult, WorkerPool
 from grpo_rewards.scorer import Sample, Score, Scorer
@@ -45,11 +45,12 @@ class MathAccuracyParams(BaseModel):
         "`\\boxed{}`; a GSM8K `#### N` gold is read after the marker).")
     extract: list[Extract] = Field(
         ["boxed", "answer_tag", "phrase", "gsm8k", "bare"], min_length=1,
-        description="Where to find the answer, tried in order, first hit wins: `boxed` (last `\\boxed{}`; "
-        "several boxes in a row on one line are one answer), `answer_tag` (last `<answer>` block), `phrase` "
-        "(after \"final answer is\" / \"The answer is\" / \"Answer:\"), `gsm8k` (after `####`), `bare` (the "
-        "whole completion is a short answer), `last_number`, `whole` (let math-verify search the whole text, "
-        "as open-r1 does).")
+        description="Where to find the answer inside the final-answer region (after the last `</think>`; the last "
+        "`<answer>` block when `answer_tag` is listed and there is one), tried in order: `boxed` (last `\\boxed{}` "
+        "and its sentence; several boxes in a row on one line are one answer), `answer_tag`, `phrase` (after "
+        "\"final answer is\" / \"The answer is\" / \"Answer:\"), `gsm8k` (after the last `####`), `bare` (the "
+        "whole completion is a short answer), `last_number`, `whole` (let math-verify search the whole text, as "
+        "open-r1 does).")
     answer_tag: str = Field("answer", min_length=1, pattern=r"^[\w-]+$",
                             description="Tag name used by the `answer_tag` extraction.")
     after_think_only: bool = Field(
@@ -75,12 +76,14 @@ class MathAccuracyParams(BaseModel):
     memory_mb: int = Field(
         1024, ge=256, le=1 << 20, description="Address-space cap of each worker process (RLIMIT_AS), in MiB.")
     allow_several_values: bool = Field(
-        False, description="Score an answer region that names several different values (`5 or 6`, `5; 6`, "
+        False, description="Score an answer that offers several different values (`5 or 6`, `5; 6`, `5, maybe 6`, "
         "`5 \\pm 1`, `\\{5, 6\\}`, several boxes) as math-verify does, by its best match. By default such an "
-        "answer scores 0 unless the gold itself names several values or is a set, tuple or interval.")
+        "answer scores 0 unless the gold itself names several values or is a set, tuple or interval; a remark "
+        "after the answer (`5, which is less than 6`) is not a second value.")
     allow_restated_question: bool = Field(
-        False, description="Accept an answer that is an arithmetic expression of the prompt's own numbers "
-        "(`17 \\times 23` for \"Compute 17 x 23\"). By default, against a plain-number gold, it scores 0.")
+        False, description="Accept an answer that is an operation on the question's own numbers, in digits or words, "
+        "with nothing computed (`17 \\times 23`, `{17}\\times{23} \\times 1` for \"Compute seventeen times "
+        "twenty-three\"). By default, against a plain-number gold, it scores 0.")
     cache_size: int = Field(
         100_000, ge=0, le=10_000_000, description="Verdicts kept in the LRU cache across batches. 0 turns off "
         "every reuse: each sample is verified, repeats of a (gold, answer) pair within a batch too.")
@@ -90,10 +93,19 @@ def _gold_text(value: Any) -> str | None:
     if value is None or isinstance(value, bool):
         return None
     text = value if isinstance(value, str) else str(value)
-    if "####" in text:  # a GSM8K solution: the answer follows the marker
-        text = extract.gsm8k_answer(text) or ""
+    if "####" in text:  # a GSM8K solution: the answer follows the last marker
+        text = extract.gsm8k_region(text) or ""
     text = text.strip()
     return text or None
+
+
+class Region(NamedTuple):
+    """Where an answer was read: the region itself, and for a box the text before it on its line
+    and the rest of its sentence (where a hedge beside the box would stand)."""
+
+    text: str
+    before: str = ""
+    after: str = ""
 
 
 class MathAccuracy(Scorer):
@@ -112,43 +124,51 @@ class MathAccuracy(Scorer):
 
     # -- extraction ---------------------------------------------------------------------------
 
-    def extract_answer(self, text: str) -> tuple[str | None, str | None, str | None]:
-        """(answer, method, reason_if_none) for one completion's text."""
-        answer, method, _, reason = self._extract(text)
-        return answer, method, reason
+    def extract_answer(self, text: str, gold: str | None = None) -> tuple[str | None, str | None, str | None]:
+        """(answer, method, reason_if_none) for one completion's text: the head value of its
+        final-answer region (see `grpo_rewards.answer`), read for `gold` when given."""
+        region, method, reason = self._region(text)
+        if region is None:
+            return None, None, reason
+        if method in ("last_number", "whole"):
+            return region.text, method, None
+        kind = _GoldKind.of(gold)
+        reading = answer.read(region.text, kind.numeric, kind.letter, region.before, region.after)
+        return reading.head, method, None if reading.head else "no value in the answer region"
 
-    def _extract(self, text: str) -> tuple[str | None, str | None, str | None, str | None]:
-        """(answer, method, answer region, reason_if_none): the region is the uncleaned text the
-        answer was read from, where hedges (`5 (or 6)`) are still visible."""
-        if self.params.after_think_only:
-            after = extract.after_think(text)
-            if after is None:
-                return None, None, None, "no </think> in the completion"
-            text = after
+    def _region(self, text: str) -> tuple[Region | None, str | None, str | None]:
+        """(region, method, reason_if_none): the final-answer region (`extract.final_region`), then
+        within it the first anchor of `extract` that is present."""
+        tag = self.params.answer_tag if "answer_tag" in self.params.extract else None
+        final, reason = extract.final_region(text, tag, self.params.after_think_only)
+        if final is None:
+            return None, None, reason
+        if tag is not None and final is not text and extract.tag_block(text, tag) is not None:
+            return Region(final), "answer_tag", None
         for method in self.params.extract:
-            answer, region = self._extract_one(method, text)
-            if answer:
-                return answer, method, region, None
-        return None, None, None, "no answer found (tried " + ", ".join(self.params.extract) + ")"
+            region = self._region_of(method, final)
+            if region is not None and region.text.strip():
+                return region, method, None
+        return None, None, "no answer found (tried " + ", ".join(self.params.extract) + ")"
 
-    def _extract_one(self, method: str, text: str) -> tuple[str | None, str | None]:
+    @staticmethod
+    def _region_of(method: str, text: str) -> Region | None:
         if method == "boxed":
-            answer = extract.final_boxed(text)
-            return answer, answer
-        if method == "answer_tag":
-            block = extract.tag_block(text, self.params.answer_tag)
-            if block is None:
-                return None, None
-            return extract.final_boxed(block) or extract.answer_phrase(block) or extract.clean_answer(block), block
+            box = extract.box_region(text)
+            return Region(*box) if box else None
         if method == "phrase":
-            return extract.answer_phrase(text), extract.phrase_region(text)
-        if method == "gsm8k":
-            return extract.gsm8k_answer(text), extract.gsm8k_region(text)
-        if method == "bare":
-            return extract.bare_answer(text), text
-        if method == "last_number":
-            return extract.last_number(text), None  # one number by construction
-        return (text if text.strip() else None), None  # "whole": math-verify's own search, no region
+            found = extract.phrase_region(text)
+        elif method == "gsm8k":
+            found = extract.gsm8k_region(text)
+        elif method == "bare":
+            found = extract.bare_region(text)
+        elif method == "last_number":
+            found = extract.last_number(text)  # one number by construction
+        elif method == "whole":
+            found = text  # math-verify's own search, no region
+        else:  # answer_tag: the block, found by final_region
+            found = None
+        return Region(found) if found else None
 
     # -- scoring ------------------------------------------------------------------------------
 
@@ -172,21 +192,43 @@ class MathAccuracy(Scorer):
     def _prepare(self, sample: Sample, info: dict[str, Any], wanted: dict[Key, list[int]], i: int) -> Score | None:
         """A final Score when no verification is needed; otherwise registers the pair in `wanted`."""
         reference = sample.reference if isinstance(sample.reference, Mapping) else {}
-        gold = _gold_text(reference.get(self.params.answer_field))
-        if gold is None:
+        raw_gold = _gold_text(reference.get(self.params.answer_field))
+        if raw_gold is None:
             return Score.unscorable(f"no gold answer in reference.{self.params.answer_field}")
-        answer, method, region, reason = self._extract(_safe_text(sample))
-        if answer is None:
+        gold = raw_gold if self.params.gold_mode == "raw" else _gold_kind(raw_gold).value
+        region, method, reason = self._region(_safe_text(sample))
+        if region is None:
             return Score(0.0, {"reason": reason, "gold": gold})
-        info.update(extracted=answer[:500], method=method, gold=gold)
-        if not self.params.allow_restated_question and restates_question(answer, gold, _safe_prompt(sample)):
+        if method in ("last_number", "whole"):
+            return self._want(gold, region.text, method, info, wanted, i)
+        kind = _GoldKind.of(raw_gold)
+        reading = answer.read(region.text, kind.numeric, kind.letter, region.before, region.after)
+        if reading.head is None:
+            return Score(0.0, {"reason": "no answer found (no value in the region read by " + method + ")",
+                               "gold": gold})
+        info.update(extracted=reading.head[:500], method=method, gold=gold)
+        if (kind.numeric and not self.params.allow_restated_question
+                and answer.restates(reading.head, _prompt_numbers(_safe_prompt(sample)))):
             return Score(0.0, {**info, "reason": "the answer restates the question's numbers"})
-        checked: str | tuple[str, ...] = answer
-        if region is not None and not self.params.allow_several_values and not extract.several_values(gold):
-            checked, problem = _single_value_check(answer, region)
-            if problem:
-                return Score(0.0, {**info, "reason": problem, "candidates": extract.answer_candidates(region)})
-        wanted.setdefault((gold, checked, "whole" if method == "whole" else "answer"), []).append(i)
+        if kind.several:  # math-verify reads the whole region
+            return self._want(gold, answer.normalise(region.text).rstrip(" ."), method, info, wanted, i)
+        if self.params.allow_several_values and len(reading.candidates) > 1:  # math-verify's any-match
+            return self._want(gold, tuple(reading.candidates), "any", info, wanted, i)
+        checked, problem = _single_value_check(reading)
+        if reading.text and not problem:
+            checked = region.text.strip().rstrip(" .")  # a text answer as written (`\text{odd}`)
+        if problem:
+            return Score(0.0, {**info, "reason": problem, "candidates": reading.candidates})
+        return self._want(gold, checked, method, info, wanted, i)
+
+    @staticmethod
+    def _want(gold: str, checked: str | tuple[str, ...], method: str, info: dict[str, Any],
+              wanted: dict[Key, list[int]], i: int) -> None:
+        info.setdefault("extracted", checked[:500] if isinstance(checked, str) else checked[0][:500])
+        info.setdefault("method", method)
+        info.setdefault("gold", gold)
+        mode = method if method in ("whole", "any") else "answer"
+        wanted.setdefault((gold, checked, mode), []).append(i)
         return None
 
     # -- the verdict cache, shared by every thread that calls `score` --------------------------
@@ -328,38 +370,50 @@ def _verdict(result: TaskResult, prefix: str) -> Verdict:
                   "detail": prefix + result.detail}
 
 
-# An operator between numbers: an expression still to be evaluated, not a value.
-_OPERATOR = re.compile(r"\d\s*(?:[-+*/^×÷·!]|\\(?:times|cdot|div))|\\[dt]?frac|\\sqrt|\\binom")
-_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+class _GoldKind(NamedTuple):
+    """What the gold is, as far as reading an answer for it goes."""
+
+    numeric: bool  # a plain number: letters after an answer's number are its unit
+    letter: bool  # a choice label (`B`): "B) 5" reads as `B`
+    several: bool  # several values, a set, tuple, interval, inequality or matrix: no hedge check
+    value: str  # what is verified: a number's normalised value (`\\$1{,}000` -> 1000), else the gold
+
+    @classmethod
+    def of(cls, gold: str | None) -> _GoldKind:
+        return cls(False, False, False, "") if gold is None else _gold_kind(gold)
 
 
-def restates_question(answer: str, gold: str, prompt: str) -> bool:
-    """True when, for a plain-number gold, the answer is an arithmetic expression built only from
-    numbers the prompt already holds (`17 \\times 23` for "Compute 17 x 23"): math-verify would
-    evaluate it and pay for an answer the model never worked out."""
-    if numeral(gold) is None or not _OPERATOR.search(answer):
-        return False
-    used = _DIGITS.findall(answer)
-    if len(used) != 2 or numeral(answer) is None:
-        pass  # an expression, not a plain number
-    elif "." in answer or math.gcd(int(used[0]), int(used[1])) == 1 and int(used[1]) > 1:
-        return False  # a fraction in lowest terms (`\\frac{3}{4}`) is a value
-    return len(used) >= 2 and set(used) <= set(_DIGITS.findall(prompt))
+@cached(LRUCache(maxsize=4096))
+def _gold_kind(gold: str) -> _GoldKind:
+    """A gold is read as an answer is (its last box, or all of it): a single number with a unit,
+    percent, degree or currency mark is that number."""
+    inner = extract.final_boxed(gold) or gold
+    if answer.several_values(inner):
+        return _GoldKind(False, False, True, gold)
+    reading = answer.read(inner, numeric_gold=True)
+    if reading.head and not reading.alternatives and numeral(reading.head) is not None:
+        return _GoldKind(True, False, False, reading.head)
+    return _GoldKind(False, answer.choice_letter(inner) is not None, False, gold)
 
 
-def _single_value_check(answer: str, region: str) -> tuple[str | tuple[str, ...], str | None]:
-    """For a single-valued gold: (what to verify, the reason it scores 0 or None). Plain numbers
-    are compared here; other candidates go to the worker as a tuple, which compares them there."""
-    candidates = extract.answer_candidates(region)
+@cached(LRUCache(maxsize=4096))
+def _prompt_numbers(prompt: str) -> frozenset:
+    return frozenset(answer.question_numbers(prompt))
+
+
+def _single_value_check(reading: answer.Reading) -> tuple[str | tuple[str, ...], str | None]:
+    """For a single-valued gold: (what to verify, the reason it scores 0). Plain numbers are
+    compared here; other candidates go to the worker as a tuple, which compares them there."""
+    candidates = reading.candidates
+    if answer.is_bracketed_list(reading.head or ""):
+        return reading.head or "", "the answer is a set, tuple or interval; the gold is one value"
     if len(candidates) < 2:
-        if extract.is_bracketed_list(region):
-            return answer, "the answer is a set, tuple or interval; the gold is one value"
-        return answer, None
+        return reading.head or "", None
     values = [numeral(c) for c in candidates]
     if all(v is not None and v[1] for v in values):  # exact numbers: equal values or not, for certain
         if len({v[0] for v in values}) > 1:
-            return answer, "several different answers"
-        return answer, None
+            return reading.head or "", "several different answers"
+        return reading.head or "", None
     return tuple(candidates), None
 
 

@@ -5,7 +5,8 @@ Tasks (tuples, so they pickle small):
   ("verify", gold, answer, options)    -> ("ok", bool), ("no_math", detail) for an answer that is
                                           not math, or ("unparseable", detail) for the gold
   ("verify", gold, (a, b, ...), options) -> the same for candidates that are one value, else
-                                          ("several", detail): the hedge check of `math.py`
+                                          ("several", detail): the hedge check of `math.py`; with
+                                          answer_mode "any", ("ok", whether any candidate matches)
 `options` is a `CheckOptions` tuple. math-verify's own SIGALRM timeouts are disabled here: the
 pool's per-task interrupt and kill are the limits (they also cover `parse`, which upstream's
 alarm does not always stop).
@@ -38,7 +39,8 @@ class CheckOptions(NamedTuple):
     numeric_precision: int
     strict: bool
     allow_set_relation_comp: bool
-    answer_mode: str  # "answer": an extracted answer; "whole": math-verify searches the whole text
+    answer_mode: str  # "answer": an extracted answer; "whole": math-verify searches the whole text; "any":
+    # candidates of which any may match (`allow_several_values`)
     gold_mode: str  # "auto": bare golds are read as \boxed{...}; "raw": as math-verify reads them
 
 
@@ -325,6 +327,8 @@ def _verify_candidates(gold: str, candidates: tuple[str, ...], opts: CheckOption
     if isinstance(parsed_gold, str):
         return ("timeout" if parsed_gold == _GOLD_TIMED_OUT else "unparseable", parsed_gold)
     parsed = [_answer(c, opts) for c in candidates]
+    if opts.answer_mode == "any":
+        return ("ok", any(p and _verify(parsed_gold, p, opts) for p in parsed))
     first = parsed[0]
     for text, other in zip(candidates[1:], parsed[1:], strict=True):
         if not (first and other and _verify(first, other, opts)):

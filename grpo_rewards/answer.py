@@ -1,0 +1,433 @@
+"""What a final answer says: normalised, read as one expression, judged for hedges and restatements.
+
+The region an answer is read from (a box and its sentence, an `<answer>` block, the sentence after
+"The answer is", the `####` line) is found in `grpo_rewards.extract`; this module reads it:
+
+1. `normalise`: LaTeX spacing, thousands separators, units after a value, degree, percent and
+   currency marks, math delimiters, `\\left`/`\\right`, boxes and text wrappers are removed first,
+   the same way for the gold and the answer, so that nothing below splits `12\\,000` or `5\\,\\text{cm}`.
+2. `read`: the answer is the first value of the region (the *head*); what follows it is either an
+   alternative (a hedge) or a remark. An alternative is a value joined to the head by an "or" word
+   (any language CLDR knows), a hedging adverb, or a symbol that means "or" (`|`, `\\lor`, `;`, a
+   line break...); or a value listed beside the head (a comma, "and", any one joining word) that is
+   parallel to it: bare, or with the head's own unit. Anything else is a remark ("5, which is less
+   than 6", "12 apples, 3 more than Anna's 9"); a value after a negation ("5, not 6") is excluded,
+   not offered, so it is a remark too.
+3. `restates`: a head whose numbers all come from the question (digits or number words), with
+   an operation and nothing computed, is the question restated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import regex
+
+from grpo_rewards.connectives import OR_WORDS
+from grpo_rewards.extract import _brace_pairs
+
+MAX_REGION = 4000  # longer regions are cut: no answer is longer, and it bounds the scanning
+MAX_CANDIDATES = 20
+
+# -- normalisation ------------------------------------------------------------------------------
+
+_SPACING = re.compile(
+    r"(?<!\\)\\(?:[,;:! >]|q?quad|enspace|thinspace|medspace|thickspace|negthinspace|hspace\*?\s*\{[^{}]*\})|~"
+    r"|[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_THOUSANDS_GAP = re.compile(r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")  # 12\,000, 12,\!000
+_BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")  # 12{,}000
+_COMMA_GROUPS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?!\d|,\d|\.\d)|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\textdegree(?![A-Za-z])")
+_PERCENT = re.compile(r"\\?%|\\percent(?![A-Za-z])")
+_CURRENCY = re.compile(r"\\\$|\\(?:euro|pounds|yen|textdollar|textsterling|texteuro)(?![A-Za-z])|[€£¥₹₩₽]")
+_DELIMITER = re.compile(r"\$+|\\[()\[\]]")
+_SIZING = re.compile(r"\\(?:left|right|[bB]igg?[lr]?)(?![A-Za-z])\s*\.?|\\displaystyle|\\textstyle")
+_FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
+_WRAPPER = re.compile(r"\\(?:boxed|fbox|text|textbf|textit|textrm|textsf|texttt|mathrm|mathbf|mathit|mbox"
+                      r"|emph|textnormal|mathsf)\s*\{")
+_EMPHASIS = re.compile(r"\*\*|__|`")
+_LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&")
+
+
+def _unwrap(text: str) -> str:
+    """`\\boxed{x}`, `\\text{x}`, `\\mathrm{x}` -> ` x `, nested braces respected (one pass over
+    the brace pairs, so that nested wrappers stay linear)."""
+    if not _WRAPPER.search(text):
+        return text
+    pairs = _brace_pairs(text)
+    drop: set[int] = set()
+    for m in _WRAPPER.finditer(text):
+        close = pairs.get(m.end() - 1)
+        drop.update(range(m.start(), m.end()))
+        if close is not None:
+            drop.add(close)
+    return "".join(" " if i in drop else c for i, c in enumerate(text)) if drop else text
+
+
+def _thousands(text: str) -> str:
+    """`12,000` -> `12000` outside brackets (inside them a comma separates: `(2,12)`, `[1,000]` aside)."""
+    out, pos, depth, scanned = [], 0, 0, 0
+    for m in _COMMA_GROUPS.finditer(text):
+        depth += sum((c in _OPEN) - (c in _CLOSE) for c in text[scanned : m.start()])
+        scanned = m.start()
+        if depth <= 0:
+            out.append(text[pos : m.start()] + m.group(0).replace(",", ""))
+            pos = m.end()
+    return "".join(out) + text[pos:]
+
+
+def normalise(text: str) -> str:
+    """The answer text with presentation removed: spacing, thousands separators, degree, percent
+    and currency marks, math delimiters, sizing commands, boxes and text wrappers (units in
+    `\\text{}` become words, which `read` treats as units). Applied to gold and answer alike."""
+    text = text[:MAX_REGION]
+    text = _SPACING.sub("\x01", text)
+    text = _THOUSANDS_GAP.sub("", text).replace("\x01", " ")
+    text = _BRACED_COMMA.sub("", text)
+    text = _thousands(text)
+    text = _DEGREE.sub(" ", text)
+    text = _PERCENT.sub(" ", text)
+    text = _CURRENCY.sub(" ", text)
+    text = _SIZING.sub("", _DELIMITER.sub(" ", text))
+    text = _FRAC.sub(r"\\frac", text)
+    text = _EMPHASIS.sub(" ", _unwrap(text))
+    return "\n".join(" ".join(line.split()) for line in text.split("\n") if line.strip())
+
+
+def choice_letter(text: str) -> str | None:
+    """`B`, `(B)`, `B)`, `B.`, `\\textbf{B}` -> `B`: a multiple-choice label alone."""
+    m = re.fullmatch(r"\s*\(?\s*([A-J])\s*[).:]?\s*", normalise(text))
+    return m.group(1) if m else None
+
+
+# -- reading the answer expression ----------------------------------------------------------------
+
+# Words that make what follows an alternative, besides CLDR's "or" words.
+_HEDGE_WORDS = frozenset({"maybe", "perhaps", "possibly", "probably", "alternatively", "otherwise", "else",
+                          "either", "likely", "might", "could", "conceivably"})
+_ALT_WORDS = frozenset(OR_WORDS) | _HEDGE_WORDS
+_GLUED_ALT_WORDS = tuple(w for w in _ALT_WORDS if not w.isascii())  # scripts that may write `6或`
+# A value after one of these is excluded, not offered ("5, not 6"; "5 rather than 6").
+_NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "unlike", "except", "excluding",
+                        "without", "neither"})
+# Function names written without a backslash are math, not words.
+_FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "arcsin", "arccos",
+                        "arctan", "sinh", "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "lim", "pi",
+                        "inf", "infty", "oo"})
+# A word in any script, its combining marks included (Tamil அல்லது): the `regex` module's classes.
+_WORD = regex.compile(r"(?:(?<![\\\w\p{M}])|(?<=\d))\p{L}[\p{L}\p{M}]*(?:['’.-]\p{L}[\p{L}\p{M}]*)*\.?")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?|(?<![\w.])-?\.\d+")
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|[±∓]")
+_SAME_LHS = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)\s*(.+)", re.DOTALL)
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+@dataclass
+class Reading:
+    """The head value of an answer region and the alternatives offered beside it; `text` when the
+    region holds words and no value (`odd`, `no solution`)."""
+
+    head: str | None
+    alternatives: list[str] = field(default_factory=list)
+    unit: str = ""
+    text: bool = False
+
+    @property
+    def candidates(self) -> list[str]:
+        values = [self.head, *self.alternatives] if self.head else list(self.alternatives)
+        expanded = []
+        for value in values:
+            if _PLUS_MINUS.search(value):
+                expanded += [_PLUS_MINUS.sub("+", value, count=1), _PLUS_MINUS.sub("-", value, count=1)]
+            else:
+                expanded.append(value)
+        sides = [_SAME_LHS.fullmatch(v) for v in expanded]
+        if len(expanded) > 1 and all(sides) and len({m.group(1) for m in sides}) == 1:
+            expanded = [m.group(2).strip() for m in sides]  # `x = 5 or x = 6`: values of one unknown
+        return list(dict.fromkeys(" ".join(v.split()) for v in expanded))[:MAX_CANDIDATES]
+
+
+def _is_word(word: str) -> bool:
+    """A prose word: not a function name, not a one-letter variable (`x`); `或` is a word."""
+    bare = word.rstrip(".")
+    if bare.lower() in _FUNCTIONS:
+        return False
+    return len(bare) > 1 or bare.lower() in _ALT_WORDS or ord(bare) >= 0x2E80
+
+
+def _split_value(text: str, numeric_gold: bool) -> tuple[str, str, str]:
+    """(leading words, value, the rest) of one clause: the value is the first run of math
+    (numbers, operators, LaTeX, one-letter variables, brackets holding no words); against a
+    numeric gold, letters right after a number are its unit (`5 m`)."""
+    words_before, pos = [], 0
+    while True:
+        pos += len(text[pos:]) - len(text[pos:].lstrip())
+        m = _WORD.match(text, pos)
+        if not m or not _is_word(m.group(0)):
+            break
+        words_before.append(m.group(0))
+        pos = m.end()
+    rest = text[pos:]
+    lone = re.match(r"\s*([A-Za-z])\s+(?=[^\W\d_]{2})", rest)
+    if words_before and lone and lone.group(1) in "aAI":  # "form a regular hexagon": prose
+        lead, value, trail = _split_value(rest[lone.end() :], numeric_gold)
+        return " ".join([*words_before, lone.group(1), lead]).strip(), value, trail
+    end = len(rest)
+    for m in _WORD.finditer(rest):
+        if _is_word(m.group(0)) or (numeric_gold and _PLAIN_NUMBER.fullmatch(rest[: m.start()])):
+            end = m.start()
+            break
+    for gap in _NUMBER_GAP.finditer(rest, 0, end):  # `5 6`: two numbers side by side are two values
+        mixed = re.search(r"(?:^|[^/\d.])\d+$", rest[: gap.start()]) and re.match(r"\d+\s*/\s*\d", rest[gap.end() :])
+        if not mixed:  # `3 1/2` is one number
+            end = gap.start()
+            break
+    return " ".join(words_before), rest[:end].strip().lstrip(":=").rstrip(" .:=").strip(), rest[end:].strip()
+
+
+_PLAIN_NUMBER = re.compile(r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
+_NUMBER_GAP = re.compile(r"(?<=\d)\s+(?=-?\d)")
+
+
+def _top_clauses(text: str) -> list[tuple[str, str]]:
+    """(separator, clause) pairs: `text` cut at commas, semicolons, line breaks and brackets,
+    except inside a bracket pair that holds only math (an interval, a group: part of a value)."""
+    out, start, sep, i = [], 0, "", 0
+    pairs = _bracket_pairs(text)
+    starts = [m.start() for m in _WORD.finditer(text) if _is_word(m.group(0))]
+    while i < len(text):
+        c = text[i]
+        if c in _OPEN:
+            close = pairs.get(i)
+            k = bisect.bisect_right(starts, i)
+            if close is not None and not (k < len(starts) and starts[k] < close):  # no word inside
+                i = close + 1
+                continue
+        if c in ",;\n()[]":
+            out.append((sep, text[start:i]))
+            sep, start = c, i + 1
+        i += 1
+    out.append((sep, text[start:]))
+    return [(s, c) for s, c in out if c.strip()]
+
+
+def _bracket_pairs(text: str) -> dict[int, int]:
+    """Index of each opening bracket -> index of the bracket that closes it, in one pass."""
+    pairs, stack = {}, []
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            stack.append(i)
+        elif c in _CLOSE and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
+def _first_word(text: str) -> list[str]:
+    """`_words(text)[:1]`, without reading the rest of the text."""
+    for m in _WORD.finditer(text):
+        if _is_word(m.group(0)):
+            return [m.group(0).rstrip(".").lower()]
+    return []
+
+
+def _words(text: str) -> list[str]:
+    return [w.group(0).rstrip(".").lower() for w in _WORD.finditer(text) if _is_word(w.group(0))]
+
+
+def _slashes_as_or(text: str, letter_gold: bool) -> str:
+    """A slash between two words (`yes/no`), two equations (`x=5/x=6`) or, against a letter gold,
+    two letters (`A/B`) joins alternatives; between numbers or variables it divides."""
+    text = re.sub(r"(?<=[^\W\d_]{2})\s*/\s*(?=[^\W\d_]{2})", " or ", text)
+    text = re.sub(r"(?<=\S)\s*/\s*(?=[A-Za-z]\w*\s*=)", " or ", text) if "=" in text else text
+    return re.sub(r"\b([A-J])\s*/\s*(?=[A-J]\b)", r"\1 or ", text) if letter_gold else text
+
+
+_UNIT_POWER = re.compile(r"^\s*\^\s*\{?\s*[23]\s*\}?")  # cm^2, m^{3}
+_DECIMAL_COMMA = re.compile(r"\s*-?\d+,\d+\s*")  # `1000,99` alone: one number, as math-verify reads it
+
+
+def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, before: str = "",
+         after: str = "") -> Reading:
+    """The head value of `region` (normalised first) and the alternatives offered beside it.
+
+    `before`: the text before the region on its line (a box's sentence), read backwards for an
+    alternative that precedes the answer (`6 or \\boxed{5}`); `after`: the rest of its sentence,
+    where only a value joined by a connective (`\\boxed{5} or 6`) is an alternative."""
+    beside = _preceding(before, numeric_gold) + _following(after, numeric_gold)
+    if "\\begin{" in region:  # a matrix or an environment: one value, read by math-verify as written
+        return Reading(region.strip(), beside, text=True)
+    if _DECIMAL_COMMA.fullmatch(normalise(region)):  # one number
+        return Reading(normalise(region).strip(), beside)
+    text = _slashes_as_or(_LOGICAL_OR.sub(" or ", normalise(region)), letter_gold)
+    if _bar_is_or(text):
+        text = text.replace("|", " or ")
+    letter = re.match(r"\s*\(?([A-J])(?:\)|\.(?=\s)|:|\s*$)", text) if letter_gold else None
+    if letter:  # "B) 5": the label is the answer, the choice's own text a remark
+        head, unit = letter.group(1), ""
+        rest = re.sub(r"^[^,;\n]*", "", text[letter.end() :])
+    else:
+        clauses = _top_clauses(text)
+        for k, (_, clause) in enumerate(clauses):
+            _, head, trail = _split_value(clause, numeric_gold)
+            if head:
+                break
+        else:
+            reading = _text_reading(clauses)
+            reading.alternatives += beside
+            return reading
+        unit_word = _WORD.match(trail)
+        unit = ""
+        word = unit_word.group(0).rstrip(".").lower() if unit_word else ""
+        if word and (numeric_gold or _is_word(word)) and word not in _ALT_WORDS | _NEGATIONS:
+            unit, trail = word, _UNIT_POWER.sub("", trail[unit_word.end() :], count=1)
+        rest = trail + "".join(s + c for s, c in clauses[k + 1 :])
+    return Reading(head, _alternatives(rest, unit, numeric_gold) + beside, unit)
+
+
+def _text_reading(clauses: list[tuple[str, str]]) -> Reading:
+    """A region without a value holds a text answer (`odd`, `no solution`): its first clause,
+    alternatives split at "or" words."""
+    if not clauses:
+        return Reading(None)
+    parts, current = [], []
+    for token in clauses[0][1].split():
+        if token.lower() in _ALT_WORDS:
+            parts.append(" ".join(current))
+            current = []
+        else:
+            current.append(token)
+    parts = [p for p in [*parts, " ".join(current)] if p.strip(" .")] or [clauses[0][1]]  # `o` alone is a value
+    more = [c.strip() for _, c in clauses[1:2] if c.strip() and len(c.split()) <= 2]  # `odd, even`
+    if not parts:
+        return Reading(None)
+    return Reading(parts[0].strip(" ."), [p.strip(" .") for p in parts[1:]] + more, text=True)
+
+
+def _bar_is_or(text: str) -> bool:
+    """`5|6` is two answers; `|x| + 1` (absolute values leave an empty side) is one."""
+    pieces = text.split("|")
+    return len(pieces) > 1 and all(p.strip() for p in pieces)
+
+
+def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str]:
+    """The values `rest` (what follows the head and its unit) offers beside it, up to the first
+    remark: after an "or" word or hedging adverb any value; after a comma, "and" or any one word
+    a value that is parallel to the head (bare, or with the head's unit). A negation ends it."""
+    found: list[str] = []
+    for _, clause in _top_clauses(rest):
+        chunk = clause
+        while chunk.strip():
+            lead, value, trail = _split_value(chunk, numeric_gold)
+            words = _words(lead)
+            if not value or any(w in _NEGATIONS for w in words):
+                return found
+            after = _first_word(trail)
+            own_unit = bool(unit) and (_WORD.match(trail) or [""])[0].rstrip(".").lower() == unit
+            parallel = len(words) <= 1 and (not after or own_unit or after[0] in _ALT_WORDS)
+            if not (parallel or any(w in _ALT_WORDS for w in words)):
+                return found
+            found.append(value)
+            if len(found) >= MAX_CANDIDATES:
+                return found
+            chunk = trail[_WORD.match(trail).end() :] if own_unit else trail
+    return found
+
+
+def _following(after: str, numeric_gold: bool) -> list[str]:
+    """Alternatives in the rest of a box's sentence: only after a connective (`\\boxed{5} or 6`,
+    `\\boxed{5}, 6`); anything else there (`\\pmod{11}`, `cm`, `is our answer`) is a remark."""
+    text = _LOGICAL_OR.sub(" or ", normalise(after)).strip()
+    first = _WORD.match(text)
+    if text[:1] in (",", ";", "|", "/") or (first and first.group(0).rstrip(".").lower() in _ALT_WORDS | {"and"}):
+        return _alternatives(text.lstrip(",;|/ "), "", numeric_gold) if text[:1] in ",;|/" else _alternatives(text, "", numeric_gold)
+    return []
+
+
+def _preceding(before: str, numeric_gold: bool) -> list[str]:
+    """A value that the words right before the answer offer as its alternative (`6 or \\boxed{5}`)."""
+    text = _LOGICAL_OR.sub(" or ", normalise(before.rsplit("\n", 1)[-1])).rstrip()
+    lowered = text.lower()
+    tail = lowered.split()[-3:]
+    joins = [" ".join(tail[k:]) for k in range(len(tail)) if " ".join(tail[k:]) in _ALT_WORDS]
+    joins += [w for w in _GLUED_ALT_WORDS if lowered.endswith(w)] + [c for c in ",;/|" if lowered.endswith(c)]
+    if not joins:
+        return []
+    rest = text[: -len(max(joins, key=len))].rstrip()
+    m = re.search(r"(\S+)$", rest)
+    if not m:
+        return []
+    _, value, _ = _split_value(m.group(1), numeric_gold)
+    return [value] if value and _NUMBER.search(value) else []
+
+
+# -- restating the question -----------------------------------------------------------------------
+
+_IDENTITY = re.compile(
+    r"(?:\\times|\\cdot|\*|×|·|\\div|/)\s*1(?![\d.])|(?<![\d.])1\s*(?:\\times|\\cdot|\*|×|·)"
+    r"|[+-]\s*0(?![\d.])|(?<![\d.^])0\s*\+|\^\s*1(?![\d.])|\\frac\s*(\S+?)\s+1(?![\d.])")
+_COMPUTED_VALUE = re.compile(r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
+
+
+def _numbers(text: str) -> list[Fraction]:
+    return [Fraction(n) for n in _NUMBER.findall(text.replace("−", "-"))]
+
+
+def question_numbers(prompt: str) -> set[Fraction]:
+    """The numbers a question holds, written in digits or in words (English, French, Spanish,
+    German, Italian, Portuguese, Dutch: text2num)."""
+    from text_to_num import alpha2digit  # a Rust extension; loaded on the first restatement check
+
+    text = normalise(prompt)
+    found = {abs(n) for n in _numbers(text)}
+    for lang in ("en", "fr", "es", "de", "it", "pt", "nl"):
+        try:
+            found |= {abs(n) for n in _numbers(alpha2digit(text, lang, threshold=0))}
+        except Exception:  # noqa: BLE001 - a text text2num cannot read holds no number words for it
+            continue
+    return found
+
+
+def restates(head: str, prompt_numbers: set[Fraction]) -> bool:
+    """True when `head` is an operation on the question's own numbers with nothing computed: its
+    numbers (identity factors `\\times 1`, `+0`, `^1` dropped; braces and `\\left`/`\\right`
+    looked through) all occur in the question, and it is not a single number or a fraction in
+    lowest terms (`\\frac{3}{4}` is a value)."""
+    text = normalise(head)
+    text = text.rsplit("=", 1)[-1]  # `x = 17 \times 23`: the value side
+    text = re.sub(r"[{}]", " ", text)
+    for _ in range(4):
+        text = _IDENTITY.sub(lambda m: " " + (m.group(1) or "") + " ", text)
+    if _COMPUTED_VALUE.fullmatch(text):
+        return False
+    used = _numbers(text)
+    if not used:
+        return False
+    frac = re.fullmatch(r"\s*-?\s*(?:\\frac\s*(\d+)\s+(\d+)|(\d+)\s*/\s*(\d+))\s*", text)
+    if frac:
+        num, den = (int(g) for g in (frac.group(1) or frac.group(3), frac.group(2) or frac.group(4)))
+        if den > 1 and Fraction(num, den).denominator == den:
+            return False  # in lowest terms: a value, not a division left undone
+    return all(abs(n) in prompt_numbers for n in used)
+
+
+# -- what the gold names ------------------------------------------------------------------------
+
+_INEQUALITY = re.compile(r"[<>≤≥]|\\(?:[lg]eq?|[lg]t|leqslant|geqslant|neq?)(?![A-Za-z])")
+
+
+def is_bracketed_list(text: str) -> bool:
+    """True when the text holds a comma inside brackets: a set, tuple, interval or point."""
+    text = normalise(text)
+    return "," in text and any(c in text for c in "([{")
+
+
+def several_values(gold: str) -> bool:
+    """Whether a gold names more than one value: several candidates when read as an answer, a
+    `\\pm`, a set, tuple, interval, inequality or matrix."""
+    if _INEQUALITY.search(gold) or "\\begin" in gold or is_bracketed_list(gold):
+        return True
+    reading = read(gold)
+    return len(reading.candidates) > 1

@@ -1,0 +1,115 @@
+"""Writes tests/data/honest_math.jsonl: honest final answers in the styles models write, with golds
+from public math data that ships offline.
+
+Sources (each row says which): `champ` (the CHAMP competition answers of the `champ-dataset` wheel,
+MIT, single expressions), `math_verify` (the golds of math-verify's own regression cases,
+tests/data/math_verify_cases.jsonl, that are one short value), `gsm8k_style` (generated word-problem
+answers: integers, money, percent, degrees, units, thousands; GSM8K's own answer format `#### N`),
+`choice` (generated multiple-choice answers, a letter and its text).
+
+    python tests/data/make_honest_math.py
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+
+def _thousands(n: int, rng: random.Random) -> str:
+    plain = f"{n:,}"
+    return rng.choice([plain, plain.replace(",", "{,}"), plain.replace(",", "\\,"), str(n), plain.replace(",", "\\!")
+                       if False else plain.replace(",", ",\\!")])
+
+
+def gsm8k_style(rng: random.Random, count: int) -> list[dict]:
+    rows = []
+    units = ["apples", "cm", "dollars", "minutes", "km", "students", "pages"]
+    for k in range(count):
+        n = rng.choice([rng.randint(2, 99), rng.randint(100, 999), rng.randint(1000, 999_999)])
+        unit = rng.choice(units)
+        num = _thousands(n, rng)
+        other = n + rng.randint(1, 9)
+        styles = [
+            (f"So the total is \\boxed{{{num}}}.", str(n)),
+            (f"The answer is {num} {unit}.", str(n)),
+            (f"\\boxed{{{num}\\,\\text{{{unit}}}}}", str(n)),
+            (f"The answer is {num}, not {other}.", str(n)),
+            (f"The answer is ${num}$, which is less than {other}.", str(n)),
+            (f"<answer>{num} {unit}, {other - n} more than Anna's {n - 1 if n > 1 else 0}</answer>", str(n)),
+            (f"The answer is {n} minutes, i.e. {n / 60:.2f} hours", str(n)),
+            (f"Natalia sold {n} clips in all.\n#### {num}", str(n)),
+            (f"**Final Answer:** ${num}$", str(n)),
+            (f"The answer is \\${num}.", f"\\${n}"),
+            (f"\\boxed{{{n % 360}^\\circ}}", f"{n % 360}^\\circ"),
+            (f"The answer is ${n % 100}\\%$.", f"{n % 100}\\%"),
+            (f"Each costs \\boxed{{\\${n}.{k % 100:02d}}}", f"{n}.{k % 100:02d}"),
+            (f"The answer is $\\dfrac{{{n}}}{{{n + 1}}}$.", f"\\frac{{{n}}}{{{n + 1}}}"),
+            (f"<think>{n} - 1 = {n - 1}, so {n}</think>\n<answer>{num}</answer>", str(n)),
+            (f"Final Answer: The final answer is ${num}$. I hope it is correct.", str(n)),
+        ]
+        completion, gold = styles[k % len(styles)]
+        rows.append({"source": "gsm8k_style", "gold": gold, "completion": completion})
+    return rows
+
+
+def choices(rng: random.Random, count: int) -> list[dict]:
+    rows = []
+    for k in range(count):
+        letter = "ABCDE"[k % 5]
+        value = rng.randint(1, 99)
+        styles = [f"The answer is {letter}) {value}.", f"The answer is ({letter}) {value}.", f"\\boxed{{{letter}}}",
+                  f"<answer>{letter}. {value}</answer>", f"**Answer:** {letter}", f"\\boxed{{\\text{{({letter})}}}}"]
+        rows.append({"source": "choice", "gold": letter, "completion": styles[k % len(styles)]})
+    return rows
+
+
+def champ(rng: random.Random) -> list[dict]:
+    sys.path.insert(0, str(HERE.parent.parent / "bench"))
+    import math_bench
+
+    rows = []
+    for k, item in enumerate(math_bench.champ_items()):
+        styles = [f"Therefore the answer is $\\boxed{{{item.gold}}}$.", f"The answer is ${item.gold}$.",
+                  f"<answer>{item.gold}</answer>", f"**Final Answer:** ${item.gold}$"]
+        for style in rng.sample(styles, 2):
+            rows.append({"source": "champ", "gold": item.gold, "completion": style})
+    return rows
+
+
+def math_verify_golds() -> list[dict]:
+    rows = []
+    cases = [json.loads(line) for line in (HERE / "math_verify_cases.jsonl").read_text().splitlines() if line.strip()]
+    for case in cases:
+        gold = case["gold"].strip().strip("$").strip()
+        if not case["expected_equivalent"] or "boxed" in gold or "$" in gold or re.search(r"[A-Z]{2}", gold) or len(gold) > 40 or "\n" in gold or not re.search(r"\d", gold):
+            continue
+        if re.search(r"[A-Za-z]{3,}", gold.replace("\\frac", "").replace("\\sqrt", "").replace("\\pi", "")
+                     .replace("\\infty", "").replace("\\boxed", "").replace("\\text", "")):
+            continue
+        inner = re.sub(r"^\\boxed\{(.*)\}$", r"\1", gold)
+        rows.append({"source": "math_verify", "gold": gold, "completion": f"So the answer is $\\boxed{{{inner}}}$."})
+        rows.append({"source": "math_verify", "gold": gold, "completion": f"<answer>${inner}$</answer>"})
+    return rows
+
+
+def main() -> None:
+    rng = random.Random(20261207)
+    rows = champ(rng) + math_verify_golds() + choices(rng, 150) + gsm8k_style(rng, 1600)
+    rows += [{"source": "gsm8k_style", "gold": g, "completion": c} for g, c in [
+        ("(1, 5]", "\\boxed{(1, 5]}"), ("\\{1, 2\\}", "The answer is $\\{1, 2\\}$."), ("[2, 7]", "<answer>[2,7]</answer>"),
+        ("(-\\infty, 3)", "\\boxed{(-\\infty, 3)}")]]
+    with open(HERE / "honest_math.jsonl", "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(len(rows), {s: sum(r["source"] == s for r in rows) for s in {r["source"] for r in rows}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""grpo_rewards.answer: normalisation, the head and its alternatives, restatements (no workers)."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import pytest
+
+from grpo_rewards.answer import choice_letter, normalise, question_numbers, read, restates
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("5\\,\\text{cm}", "5 cm"), ("12\\,000", "12000"), ("12{,}000", "12000"), ("12,000", "12000"),
+    ("12,\\!000", "12000"), ("12\u2009000", "12000"), ("\\$18.50", "18.50"), ("30^\\circ", "30"), ("30°", "30"),
+    ("25\\%", "25"), ("\\dfrac{3}{4}", "\\frac{3}{4}"), ("\\left(2\\right)^{10}", "(2)^{10}"), ("(2,12)", "(2,12)"),
+    ("0,111", "0,111"), ("$\\boxed{7}$", "7"),
+])
+def test_normalise(text, expected):
+    assert normalise(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "5, not 6", "$5$, which is less than 6", "5 rather than 6", "5 cm", "5\\,\\text{cm}", "5 (not 6)",
+])
+def test_remarks_after_a_complete_answer_are_not_alternatives(text):
+    reading = read(text, numeric_gold=True)
+    assert (reading.head, reading.alternatives) == ("5", [])
+
+
+def test_the_issues_remarks():
+    assert read("12 apples, 3 more than Anna's 9", numeric_gold=True).candidates == ["12"]
+    assert read("150 minutes, i.e. 2.5 hours", numeric_gold=True).candidates == ["150"]
+    assert read("B) 5", letter_gold=True).candidates == ["B"]
+    assert choice_letter("\\textbf{(B)}") == "B"
+
+
+@pytest.mark.parametrize("join", ["or", "oder", "ou", "或", "или", "maybe", ";", "|", "\\lor", "\\vee", ",", "and",
+                                  "\\quad", "\\text{ or }", "\\\\"])
+@pytest.mark.parametrize("first", [True, False])
+def test_alternatives_by_any_connective_in_either_position(join, first):
+    a, b = ("5", "6") if first else ("6", "5")
+    assert set(read(f"{a} {join} {b}", numeric_gold=True).candidates) == {"5", "6"}
+
+
+def test_values_beside_a_box():
+    assert read("5", before="Thus 6 or ", after=" cm.").candidates == ["5", "6"]
+    assert read("5", after=" or 6.").candidates == ["5", "6"]
+    assert read("9", after=" \\pmod{11}.").candidates == ["9"]
+
+
+def test_restatements_read_the_question_in_digits_and_words():
+    numbers = question_numbers("Compute seventeen times twenty-three, or 12,000 / 4.")
+    assert {Fraction(17), Fraction(23), Fraction(12000), Fraction(4)} <= numbers
+    for head in ["17 \\times 23", "{17}\\times{23}", "\\left(17\\right) \\cdot 23", "17 \\times 23 \\times 1",
+                 "1 \\cdot 17 \\times 23 + 0", "(17)^{1} \\times 23", "x = 17 \\times 23", "12000/4"]:
+        assert restates(head, numbers), head
+    for head in ["391", "\\frac{17}{23}", "2 \\times 17 \\times 23", "3000", "-391"]:
+        assert not restates(head, numbers), head
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("text", ["\\boxed{" * 2000 + "5" + "}" * 2000, "(" * 4000, "5 or " * 1000, "5, " * 2000,
+                                  "\\text{" * 1000, "a b " * 1000])
+def test_reading_stays_linear(text):
+    start = time.process_time()
+    read(text * 25, numeric_gold=True)  # cut to the region limit first
+    assert time.process_time() - start < 1.0

@@ -1,0 +1,68 @@
+"""The honest corpus (tests/data/honest_math.jsonl, written by tests/data/make_honest_math.py):
+every honest answer scores 1.0, and every hedge built from one (the gold joined to a distractor by
+each connective, in each position) scores 0. Precision and recall are printed with the result."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from grpo_rewards.redteam.math import SYMBOL_JOINS, WORD_JOINS
+from grpo_rewards.scorer import Sample
+from grpo_rewards.scorers.math import MathAccuracy
+from grpo_rewards.scorers.math_check import numeral
+
+ROWS = [json.loads(line) for line in (Path(__file__).parent / "data" / "honest_math.jsonl").read_text(
+    encoding="utf-8").splitlines() if line.strip()]
+BATCH = 256
+
+
+def _score(scorer: MathAccuracy, pairs: list[tuple[str, str]]) -> list[float | None]:
+    out: list[float | None] = []
+    for start in range(0, len(pairs), BATCH):
+        batch = pairs[start : start + BATCH]
+        out += [s.value for s in scorer.score([Sample("Find the answer.", c, {"answer": g}) for g, c in batch])]
+    return out
+
+
+def hedges(rows: list[dict]) -> list[tuple[str, str]]:
+    """For each corpus row with a plain-number gold: the gold joined to a distractor by one
+    connective (each connective in turn), the gold first and the gold second, boxed."""
+    joins = [*SYMBOL_JOINS, *(f" {w} " for w in WORD_JOINS)]
+    rng = random.Random(7)
+    out = []
+    for k, row in enumerate(r for r in rows if numeral(r["gold"]) is not None):
+        gold = row["gold"]
+        other = str(numeral(gold)[0] + rng.choice((1, 2, 7)))
+        join = joins[k % len(joins)]
+        out.append((gold, f"So \\boxed{{{gold}{join}{other}}}."))
+        out.append((gold, f"So \\boxed{{{other}{join}{gold}}}."))
+    return out
+
+
+def test_the_corpus_is_large_and_varied():
+    assert len(ROWS) >= 2000
+    assert {r["source"] for r in ROWS} == {"champ", "math_verify", "gsm8k_style", "choice"}
+
+
+@pytest.mark.timeout(900)
+def test_honest_answers_score_one_and_their_hedges_zero():
+    pairs = [(r["gold"], r["completion"]) for r in ROWS]
+    hedged = hedges(ROWS)
+    with MathAccuracy(timeout_s=10) as scorer:
+        honest = _score(scorer, pairs)
+        hedge = _score(scorer, hedged)
+    lost = [(g, c, v) for (g, c), v in zip(pairs, honest, strict=True) if v != 1.0]
+    paid = [(g, c, v) for (g, c), v in zip(hedged, hedge, strict=True) if v]
+    true_pos = len(pairs) - len(lost)
+    precision = true_pos / max(1, true_pos + len(paid))
+    recall = true_pos / len(pairs)
+    print(f"honest {len(pairs)}, hedges {len(hedged)}: precision {precision:.4f}, recall {recall:.4f}")
+    seen: dict[str, tuple] = {}
+    for g, c, v in lost:
+        seen.setdefault(g, (g, c, v))  # one example per gold, so that the message stays readable
+    assert not list(seen.values())[:25]
+    assert not paid[:25]
