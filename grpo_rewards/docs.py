@@ -41,6 +41,8 @@ def type_name(annotation: Any) -> str:
     """A short readable form of a field's type: `int`, `"a" | "b"`, `list[str]`, `str | None`."""
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_name(args[0])
     if origin is typing.Literal:
         return " | ".join(json.dumps(a) for a in args)
     if origin in (typing.Union, types.UnionType):
@@ -100,10 +102,12 @@ def params_table(params: type[BaseModel]) -> str:
 
 
 def scorer_block(scorer: type) -> str:
-    """The generated body of one scorer's section: value range and params table."""
+    """The generated body of one scorer's section: value range, params table, and any table the
+    scorer adds of its own (`docs_extra`, e.g. the instruction types of `instruction_following`)."""
     lo, hi = scorer.value_range
+    extra = getattr(scorer, "docs_extra", None)
     return f"Value range: [{lo:g}, {hi:g}].\n\n" + \
-        params_table(scorer.Params)
+        params_table(scorer.Params) + (f"\n{extra()}" if extra is not None else "")
 
 
 class UnknownScorerInDocs(ValueError):

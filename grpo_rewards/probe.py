@@ -57,9 +57,12 @@ def probe(spec: RewardSpec | Mapping[str, Any] | str, registry: Registry | None 
             for member in reward.members:
                 if applies(hack, member.scorer.name):
                     score = batch.scores[member.alias][i]
+                    # What the spec pays, after the member's gate: an instruction_following hack that follows
+                    # the letter is refused only by a content reward it is gated on.
+                    paid = batch.gated[member.alias][i] if member.alias in batch.gated else score.value
                     findings.append(Finding(
-                        hack, member.alias, member.scorer.name, score.value, str(score.info.get("reason", "")),
-                        pays(score.value, hack.expect, member.scorer.value_range)))
+                        hack, member.alias, member.scorer.name, paid, str(score.info.get("reason", "")),
+                        pays(paid, hack.expect, member.scorer.value_range)))
     return findings
 
 

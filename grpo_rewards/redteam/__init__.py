@@ -20,7 +20,7 @@ from grpo_rewards.compose import build
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.scorer import Sample, Score
 
-FAMILIES = ("code", "math", "text", "judge")
+FAMILIES = ("code", "math", "text", "judge", "instructions")
 ANY_SCORER = "*"
 
 
