@@ -15,6 +15,7 @@ NOT_CONNECTIVES = frozenset({"an", "ar", "au", "ko", "ma", "no", "of", "pe", "u"
 
 def cldr_or_words() -> tuple[str, ...]:
     """The "or" connectives of CLDR's base locales (needs babel)."""
+    # babel is a dev dependency, needed only to regenerate OR_WORDS
     from babel import Locale
     from babel.localedata import locale_identifiers
 

@@ -33,7 +33,7 @@ def test_totals_equal_the_aggregation_of_every_member_scored_everywhere():
         batch = reward.score(SAMPLES)
         full = {m.alias: [s.value for s in m.scorer.score(SAMPLES, {a: batch.scores[a] for a in ("correct",)})]
                 for m in reward.members}
-        totals, gated, _, _ = combine(full, reward.rules, reward.spec.aggregate, batch.groups)
+        totals, gated, _, _ = combine(full, reward.spec.scorers, reward.spec.aggregate, batch.groups)
     assert batch.totals == totals and batch.gated == gated
     skipped = {a: [i for i, s in enumerate(col) if s.info.get("reason") == "not scored: its gate decides"]
                for a, col in batch.scores.items()}

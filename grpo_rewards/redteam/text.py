@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import unicodedata
 
 import regex
 
@@ -131,8 +132,6 @@ def blank_characters() -> tuple[str, ...]:
     code points (the Hangul fillers among them), format characters, controls that are not whitespace,
     and the blank glyphs named BLANK or FILLER that are letters or symbols (read from the names of
     the blocks they live in)."""
-    import unicodedata
-
     everything = "".join(map(chr, range(0x110000)))
     hidden = regex.compile(r"(?V1)[[\p{Default_Ignorable_Code_Point}\p{Cf}\p{Cc}]--\s]+")
     found = {c for m in hidden.finditer(everything) for c in m.group()}

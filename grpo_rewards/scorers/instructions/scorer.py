@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from grpo_rewards.scorer import Sample, Score, Scorer
 from grpo_rewards.scorers.instructions.checks import INSTRUCTION_TYPES, InstructionType
 from grpo_rewards.scorers.instructions.docs import instructions_table
-from grpo_rewards.scorers.textutil import completion_text, invisible_free, reference_of
+from grpo_rewards.scorers.textutil import completion_text, reference_of, visible_text
 
 
 class InstructionFollowingParams(BaseModel):
@@ -119,7 +119,7 @@ def candidates(text: str, mode: str) -> list[tuple[str, str]]:
         named = cuts + [(f"{name}, * removed", cut.replace("*", "")) for name, cut in cuts]
     unique: dict[str, str] = {}
     for name, candidate in named:
-        if invisible_free(candidate).strip():
+        if visible_text(candidate).strip():
             unique.setdefault(candidate, name)
     return [(name, candidate) for candidate, name in unique.items()]
 
