@@ -190,3 +190,20 @@ def test_the_readme_tour_command_runs_on_its_own_data(tmp_path):
     assert len(out.read_text().splitlines()) == len(tour_rows())
     assert "note:" not in result.stdout
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_grpo_train_refuses_data_without_the_gold_column_at_load(tmp_path):
+    pytest.importorskip("torch")
+    from _grpo_core_helpers import write_config
+
+    data = write_jsonl(tmp_path / "solution.jsonl", [{"prompt": f"{a}+{a}=", "solution": str(2 * a)} for a in range(16)])
+    spec = {"scorers": [{"scorer": "math_accuracy", "name": "correct", "params": {"workers": 1}}]}
+    config = write_config(tmp_path, rewards=spec, **{"data.path": str(data), "data.eval_size": 0})
+    train = str(Path(cli_path()).with_name("grpo-train"))
+    result = subprocess.run([train, str(config)], capture_output=True, text=True, env=subprocess_env(), timeout=240)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"data {data} lacks a field the reward reads (its columns: prompt, solution)" in result.stderr
+    assert "Set `answer_field: solution` in scorers[0].params" in result.stderr
+    run_dir = tmp_path / "run"
+    assert not (run_dir / "metrics.jsonl").exists() and not list(run_dir.glob("checkpoint-*"))
