@@ -103,6 +103,10 @@ def columns_of(references: Iterable[Mapping[str, object]]) -> set[str]:
     return names
 
 
+def _empty(value: object) -> bool:
+    return value is None or (isinstance(value, (str, list, tuple, dict)) and len(value) == 0)
+
+
 def empty_counts(members: Iterable[tuple[str, Scorer]], references: Sequence[Mapping[str, object]]
                  ) -> dict[str, tuple[str, int]]:
     """alias -> (fields, rows where every field it reads is absent, null or empty): those rows score None."""
@@ -110,7 +114,7 @@ def empty_counts(members: Iterable[tuple[str, Scorer]], references: Sequence[Map
     for alias, scorer in members:
         needed = scorer.reference_fields()
         if needed:
-            empty = sum(1 for ref in references if all(ref.get(f) in (None, "", [], {}) for f in needed))
+            empty = sum(1 for ref in references if all(_empty(ref.get(f)) for f in needed))
             if empty:
                 out[alias] = ("/".join(needed), empty)
     return out
