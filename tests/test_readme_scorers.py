@@ -37,3 +37,6 @@ def test_the_field_column_names_what_each_scorer_declares():
         assert bool(reads) == (entry.cls.reads is not None), (name, reads)
         if entry.cls.reads is not None and entry.cls.reads.param:
             assert f"`{entry.cls.reads.param}`" in reads, (name, reads)
+        if entry.cls.reads is not None:  # a declaration names params the scorer has
+            named = {entry.cls.reads.param, entry.cls.reads.unless} - {None}
+            assert named <= set(entry.cls.Params.model_fields), (name, named)
