@@ -95,6 +95,15 @@ def check_columns(members: Iterable[tuple[str, Scorer]], columns: Iterable[str],
         raise MissingFieldError(missing, columns, where)
 
 
+def gold_field(members: Iterable[tuple[str, Scorer]]) -> str:
+    """The field a bare gold value (an OpenRLHF label, verl's ground truth) fills: the first one a member
+    names by a param (math's `answer_field`), so a spec reading `solution` gets it there; else `answer`."""
+    for _, scorer in members:
+        if scorer.reads is not None and scorer.reads.param is not None and scorer.reference_fields():
+            return scorer.reference_fields()[0]
+    return "answer"
+
+
 def columns_of(references: Iterable[Mapping[str, object]]) -> set[str]:
     """Every field name any of the records (or samples' references) has."""
     names: set[str] = set()

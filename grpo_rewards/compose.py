@@ -22,7 +22,7 @@ from typing import Any
 
 from grpo_rewards.aggregate import combine, member_rules
 from grpo_rewards.cache import ScoreCache
-from grpo_rewards.columns import check_columns
+from grpo_rewards.columns import check_columns, gold_field
 from grpo_rewards.group import GroupScorer, groups_of, score_in_groups
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.scorer import RewardBatch, Sample, Score, Scorer
@@ -150,6 +150,11 @@ class CompositeReward:
     def check_columns(self, columns: Iterable[str], where: str = "the data") -> None:
         """Refuse data without a reference field some member reads (`columns.MissingFieldError`)."""
         check_columns([(m.alias, m.scorer) for m in self.members], columns, where)
+
+    @property
+    def gold_field(self) -> str:
+        """The reference field a bare gold value fills (an OpenRLHF label, verl's ground truth)."""
+        return gold_field([(m.alias, m.scorer) for m in self.members])
 
     def _adapter(self, name: str) -> Callable[..., Any]:
         if name not in ADAPTERS:  # only when grpo_rewards.integrations failed to load

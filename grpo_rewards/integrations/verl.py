@@ -41,10 +41,11 @@ def verl_sample(solution_str: str, ground_truth: Any, extra_info: Mapping[str, A
 class VerlReward:
     """`compute_score` (call it directly) and `batch` for verl's naive and batch reward managers."""
 
-    def __init__(self, composite: CompositeReward, none_score: float = math.nan, answer_field: str = "answer") -> None:
+    def __init__(self, composite: CompositeReward, none_score: float = math.nan, answer_field: str | None = None) -> None:
         self.composite = composite
         self.none_score = none_score
-        self.answer_field = answer_field
+        # A ground truth that is a bare value fills this field: by default, the one the spec reads its gold from.
+        self.answer_field = answer_field or composite.gold_field
         self.keys = [a if a not in RESERVED else f"scorer_{a}" for a in composite.aliases]
         self._lock = threading.Lock()  # verl's naive manager calls from a thread pool; a composite is one caller's
 

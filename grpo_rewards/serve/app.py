@@ -87,16 +87,6 @@ def openrlhf_samples(body: OpenRLHFRequest, answer_field: str = "answer") -> lis
     return samples
 
 
-def label_field(reward: CompositeReward) -> str:
-    """The reference field an OpenRLHF label fills: the first that a member names by a param (math's
-    `answer_field`), so a spec reading `solution` gets its labels there; `answer` otherwise."""
-    for member in reward.members:
-        reads = member.scorer.reads
-        if reads is not None and reads.param is not None and member.scorer.reference_fields():
-            return member.scorer.reference_fields()[0]
-    return "answer"
-
-
 def _or_default(value: float | None, fallback: float) -> float:
     return fallback if value is None else value
 
@@ -177,7 +167,7 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
 
     async def openrlhf(body: OpenRLHFRequest) -> Any:
         try:
-            samples = openrlhf_samples(body, label_field(reward))
+            samples = openrlhf_samples(body, reward.gold_field)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=422)
         batch = await scored(samples, "the request's labels (OpenRLHF's --label_key)")
