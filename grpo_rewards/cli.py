@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grpo_rewards import __version__
+from grpo_rewards.columns import columns_of, empty_counts
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.diagnostics import RewardDiagnostics
 from grpo_rewards.errors import ConfigError, Problem, UserError
@@ -123,6 +124,45 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from another: (inode, mtime, size); None when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class OutputFile:
+    """A command's `--output`, checked before any work and able to say afterwards whether it was written.
+
+    The output is replaced in one rename (`atomic_file`), so after a Ctrl-C it is either as it was or
+    complete; comparing it with its state before the work says which, wherever the interrupt landed.
+    """
+
+    def __init__(self, path: str | Path, inputs: Iterable[str | Path] = ()) -> None:
+        self.path = Path(path)
+        if self.path == STDIO:
+            self.before = None
+            return
+        if self.path.is_dir():
+            raise UserError(f"--output {path}: is a directory; name a file to write")
+        for source in inputs:
+            source = Path(source)
+            if source != STDIO and (self.path.resolve() == source.resolve()
+                                    or (self.path.exists() and source.exists() and self.path.samefile(source))):
+                raise UserError(f"--output {path}: is the input file; it would be overwritten with the results")
+        self.before = _file_state(self.path)
+
+    def outcome(self) -> str:
+        """What an interrupt leaves: the truth about this output."""
+        if self.path == STDIO:
+            return "standard output holds whatever results were printed before it"
+        if _file_state(self.path) == self.before:
+            return f"no output written ({self.path} {'unchanged' if self.before else 'not created'})"
+        return f"{self.path} was already written in full"
+
+
 @contextmanager
 def atomic_output(path: str | Path) -> Iterator[TextIO]:
     """`fileio.atomic_file` (standard output for `-`), a place that cannot be written to reported as
@@ -150,27 +190,33 @@ def _param_table(params_model: Any) -> dict[str, Any]:
 
 
 def _param_lines(params_model: Any) -> str:
+    # `name = default`: the space lets a narrow column wrap after a name rather than inside it.
     lines = []
     for name, field in params_model.model_fields.items():
         if field.is_required():
             lines.append(f"{name} (required)")
         else:
-            lines.append(f"{name}={field.get_default(call_default_factory=True)!r}")
+            lines.append(f"{name} = {field.get_default(call_default_factory=True)!r}")
     return "\n".join(lines) or "-"
 
 
 def _entry_table(title: str, entries: Iterable[Entry]) -> Table:
-    """Registered scorers or sandbox backends: name, plugin, description, params with defaults."""
+    """Registered scorers or sandbox backends: name (plugin under it), description, params with defaults.
+
+    Cells wrap at spaces; the params column is as wide as the longest parameter name, so a name is
+    never broken, and the description takes the width that is left."""
+    entries = sorted(entries, key=lambda e: e.name)
+    longest = max((len(name) for e in entries for name in e.cls.Params.model_fields), default=1)
     table = Table(title=title, show_lines=True)
-    table.add_column("name", no_wrap=True)
-    table.add_column("plugin", no_wrap=True)
+    table.add_column("name (plugin)", no_wrap=True)
     table.add_column("description", overflow="fold", ratio=3)
-    table.add_column("params (defaults)", overflow="fold", ratio=2)
-    for entry in sorted(entries, key=lambda e: e.name):
+    table.add_column("params (defaults)", overflow="fold", ratio=2, min_width=longest + 2)
+    for entry in entries:
         # Built-ins are plugins named after their module; drop the package prefix to save width.
         plugin = entry.plugin.removeprefix("grpo_rewards.") if entry.plugin in BUILTIN_PLUGINS else entry.plugin
-        table.add_row(Text(entry.name), Text(plugin), Text(entry.cls.description()),
-                      Text(_param_lines(entry.cls.Params)))
+        name = Text(entry.name)
+        name.append(f"\n{plugin}", style="dim")
+        table.add_row(name, Text(entry.cls.description()), Text(_param_lines(entry.cls.Params)))
     return table
 
 
@@ -210,6 +256,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    if args.output:
+        args.output_file = OutputFile(args.output)
     text = json.dumps(spec_json_schema(_registry()), indent=2) + "\n"
     if args.output:
         with atomic_output(args.output) as fh:
@@ -281,10 +329,18 @@ class Summary:
         return table
 
 
+def _checked_samples(reward: CompositeReward, records: list[dict[str, Any]], where: str) -> list[Sample]:
+    """The records as samples, refused when the data lacks a field the spec reads (before any scoring)."""
+    samples = [Sample.from_record(r) for r in records]
+    reward.check_columns(columns_of(s.reference for s in samples), where)
+    return samples
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    args.output_file = OutputFile(args.output, [args.input])
     reward = build(args.spec, _registry())
     records = read_records(args.input)
-    samples = [Sample.from_record(r) for r in records]
+    samples = _checked_samples(reward, records, str(args.input))
     summary = Summary(reward.aliases)
     diagnostics = RewardDiagnostics(reward.aliases)
     lines: list[str | None] = [None] * len(records)  # in input order; a batch may hold scattered groups
@@ -304,6 +360,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     console.print(diagnostics_table(diagnostics, reward))
     for warning in diagnostics.warnings():
         console.print(f"warning: {warning}", markup=False)
+    members = [(m.alias, m.scorer) for m in reward.members]
+    for alias, (fields, count) in empty_counts(members, [s.reference for s in samples]).items():
+        console.print(f"note: {alias}: {count} of {len(samples)} rows have no value in {fields!r}; "
+                      "they score None", markup=False)
     where = "standard output" if Path(args.output) == STDIO else args.output
     console.print(f"wrote {len(records)} results to {where}", markup=False)
     return 0
@@ -333,31 +393,53 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"
 
 
+def _chosen_rows(records: list[dict[str, Any]], args: argparse.Namespace) -> list[int]:
+    """Indices of the rows to explain: `--index N` (from 1), `--id`, or the first `--limit`."""
+    if args.index is not None:
+        if args.index > len(records):
+            raise UserError(f"--index {args.index}: {args.input} has {len(records)} rows (counted from 1)")
+        return [args.index - 1]
+    if args.id is not None:
+        rows = [i for i, r in enumerate(records) if "id" in r and str(r["id"]) == args.id]
+        if not rows:
+            ids = [str(r["id"]) for r in records if "id" in r]
+            known = f"ids there: {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}" if ids else "no row has an 'id'"
+            raise UserError(f"--id {args.id}: no row of {args.input} has this id ({known}); --index N picks a row")
+        return rows
+    return list(range(min(args.limit, len(records))))
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     reward = build(args.spec, _registry())
-    records = read_records(args.input)[: args.limit]
+    records = read_records(args.input)
+    samples = _checked_samples(reward, records, str(args.input))
+    rows = _chosen_rows(records, args)
+    # A row alone is scored with its prompt's group, so group scorers say what they say in `score`.
+    group = {i for g in groups_of(samples, None) if set(g) & set(rows) for i in g}
+    scored = sorted(group | set(rows))
     console = _stdout()
     with reward:
-        samples = [Sample.from_record(r) for r in records]
-        batch = reward.score(samples)
+        batch = reward.score([samples[i] for i in scored])
+    at = {row: j for j, row in enumerate(scored)}
     weights = dict(zip(reward.aliases, reward.weights, strict=True))
-    for i, sample in enumerate(samples):
+    for i in rows:
+        j, record = at[i], records[i]
         if args.json:
-            ident = {"id": records[i]["id"]} if "id" in records[i] else {}
-            print(json.dumps({"index": i, **ident, **batch.record(i, with_info=True)}, default=repr))
+            ident = {"id": record["id"]} if "id" in record else {}
+            print(json.dumps({"index": i, "row": i + 1, **ident, **batch.record(j, with_info=True)}, default=repr))
             continue
-        total = batch.totals[i]
-        label = f"sample {i}" + (f" ({records[i]['id']})" if "id" in records[i] else "")
+        total = batch.totals[j]
+        label = f"row {i + 1}" + (f" (id {record['id']})" if "id" in record else "")
         table = Table(title=f"{label}: total = {'None' if total is None else f'{total:.4g}'}",
                       title_justify="left", show_lines=True)
         for column in ("scorer", "weight", "value", "why (info)"):
             table.add_column(column, overflow="fold")
         for alias, scores in batch.scores.items():
-            value = scores[i].value
+            value = scores[j].value
             table.add_row(Text(alias), f"{weights[alias]:g}", "None" if value is None else f"{value:.4g}",
-                          Text(json.dumps(scores[i].info, default=repr, ensure_ascii=False)))
-        console.print(Text(f"prompt: {_clip(sample.prompt_text, args.chars)}", style="dim"))
-        console.print(Text(f"completion: {_clip(sample.completion_text, args.chars)}"))
+                          Text(json.dumps(scores[j].info, default=repr, ensure_ascii=False)))
+        console.print(Text(f"prompt: {_clip(samples[i].prompt_text, args.chars)}", style="dim"))
+        console.print(Text(f"completion: {_clip(samples[i].completion_text, args.chars)}"))
         console.print(table)
     return 0
 
@@ -443,7 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="reward spec (YAML, TOML or JSON)")
     p.add_argument("--input", required=True,
                    help="JSONL (or .parquet) of {prompt, completion, ...reference}; - reads standard input")
-    p.add_argument("--limit", type=_positive_int, default=5, help="samples to explain (default 5)")
+    p.add_argument("--limit", type=_positive_int, default=5, help="samples to explain (default 5: the first five)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--index", type=_positive_int, metavar="N", help="explain row N only (counted from 1)")
+    which.add_argument("--id", help="explain the row(s) whose 'id' field is this")
     p.add_argument("--chars", type=_positive_int, default=300, help="characters of prompt/completion shown")
     p.add_argument("--json", action="store_true", help="one JSON line per sample instead of tables")
     p.set_defaults(func=cmd_explain)
@@ -488,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted; no output written", file=sys.stderr)
+        output = getattr(args, "output_file", None)
+        print(f"interrupted; {output.outcome() if output else 'nothing written'}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `grpo-rewards schema | head`: the reader left, nothing is wrong
         sys.stderr.close()

@@ -6,28 +6,39 @@ scorers that returned a value, and None where no scorer could score. A scorer th
 None for the samples of that batch, is counted, and is logged once with its exception, unless
 its `on_error` is `raise`. Group scorers see one prompt's samples together (see `group`);
 deterministic scorers are served from a score cache (see `cache`).
+
+The adapters to trainers (`integrations.trl`, `integrations.verl`) depend on this module and register
+themselves here when the package loads, so `reward.as_trl()` reads as users know it without compose
+importing its adapters.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_rewards.aggregate import combine, decided_by_gate
 from grpo_rewards.cache import ScoreCache
+from grpo_rewards.columns import check_columns, gold_field
 from grpo_rewards.group import GroupScorer, groups_of, score_in_groups
-from grpo_rewards.integrations.trl import TrlRewardFunction, trl_reward_functions
-from grpo_rewards.integrations.verl import VerlReward
 from grpo_rewards.registry import Registry, get_registry
 from grpo_rewards.scorer import RewardBatch, Sample, Score, Scorer
 from grpo_rewards.spec import RewardSpec, ScorerSpec, load_spec
 
-__all__ = ["CompositeReward", "Member", "RewardBatch", "as_samples", "build"]
+__all__ = ["CompositeReward", "Member", "RewardBatch", "as_samples", "build", "register_adapter"]
 
 log = logging.getLogger(__name__)
+
+# name -> the function that turns a CompositeReward into that trainer's reward ("trl", "verl").
+ADAPTERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_adapter(name: str, make: Callable[..., Any]) -> None:
+    """Offer `make(reward, ...)` as `reward.as_<name>(...)`; the integrations call this on import."""
+    ADAPTERS[name] = make
 
 
 @dataclass(frozen=True)
@@ -163,14 +174,28 @@ class CompositeReward:
 
     __call__ = score
 
-    def as_trl(self, group_size: int | None = None) -> tuple[list[TrlRewardFunction], list[float]]:
+    def check_columns(self, columns: Iterable[str], where: str = "the data") -> None:
+        """Refuse data without a reference field some member reads (`columns.MissingFieldError`)."""
+        check_columns([(m.alias, m.scorer) for m in self.members], columns, where)
+
+    @property
+    def gold_field(self) -> str:
+        """The reference field a bare gold value fills (an OpenRLHF label, verl's ground truth)."""
+        return gold_field([(m.alias, m.scorer) for m in self.members])
+
+    def _adapter(self, name: str) -> Callable[..., Any]:
+        if name not in ADAPTERS:  # only when grpo_rewards.integrations failed to load
+            raise RuntimeError(f"no {name} adapter registered: import grpo_rewards.integrations.{name}")
+        return ADAPTERS[name]
+
+    def as_trl(self, group_size: int | None = None) -> tuple[list[Any], list[float]]:
         """`(reward_funcs, reward_weights)` for TRL's `GRPOTrainer`; see `integrations.trl`."""
-        return trl_reward_functions(self, group_size)
+        return self._adapter("trl")(self, group_size)  # type: ignore[no-any-return]
 
     def as_verl(self, none_score: float = math.nan) -> Any:
         """verl's custom reward function (`compute_score(data_source, solution_str, ground_truth, extra_info)`,
         with `.batch(...)` for its batch manager); see `integrations.verl`."""
-        return VerlReward(self, none_score)
+        return self._adapter("verl")(self, none_score)
 
     def close(self) -> None:
         for member in self.members:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -107,6 +107,33 @@ class Score:
             self.value = value
 
 
+@dataclass(frozen=True)
+class ReferenceFields:
+    """The reference fields a scorer reads, declared on the class as `reads = ReferenceFields(...)`.
+
+    `param` names the scorer's param that holds the field's name (math's `answer_field`), so a spec
+    that renames the field is checked against the configured name; `any_of` lists fixed names of which
+    one suffices (code_tests' test layouts). `unless` names a param that, when set, makes the field
+    optional (json_schema's inline schema); `when` is a predicate on the params that must hold for the
+    field to be needed (remote reads its label only under `api: openrlhf`).
+    A data set without any of them is a misconfiguration (see `columns.check_columns`); a row whose
+    field is empty or null is not: it scores None, as TRL's multi-task masking expects.
+    """
+
+    param: str | None = None
+    any_of: tuple[str, ...] = ()
+    unless: str | None = None
+    when: Callable[[Any], bool] | None = None
+
+    def needed(self, params: BaseModel) -> tuple[str, ...]:
+        """The field names of which the data must have one, for these params (empty: none needed)."""
+        if self.unless is not None and getattr(params, self.unless, None) is not None:
+            return ()
+        if self.when is not None and not self.when(params):
+            return ()
+        return (getattr(params, self.param),) if self.param is not None else self.any_of
+
+
 class NoParams(BaseModel):
     """The `Params` of a scorer (or sandbox backend) without options."""
 
@@ -176,6 +203,8 @@ class Scorer(ABC):
       value_range: (low, high) that every non-None value lies in; documented and fuzz-tested.
       deterministic: False when the same sample can score differently (time limits, randomness);
                    such a scorer is never served from the score cache.
+      reads:       the `ReferenceFields` it needs from the data (None: only prompt and completion);
+                   a data set without them is refused before anything is scored.
     and implement `score`. The one-line description is the first line of the class docstring.
 
     `registry` is the run's registry (`CompositeReward` passes its own): a scorer that looks names
@@ -189,6 +218,7 @@ class Scorer(ABC):
     # Same sample and params, same Score: the composite may serve it from its score cache.
     # False for anything that depends on time or load (timeouts) or on other samples.
     deterministic: ClassVar[bool] = True
+    reads: ClassVar[ReferenceFields | None] = None
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, *, registry: Any = None,
                  **kwargs: Any) -> None:
@@ -198,6 +228,10 @@ class Scorer(ABC):
     @classmethod
     def description(cls) -> str:
         return first_doc_line(cls)
+
+    def reference_fields(self) -> tuple[str, ...]:
+        """The reference fields of which the data must have one, for this scorer's params."""
+        return self.reads.needed(self.params) if self.reads is not None else ()
 
     @classmethod
     def dependencies(cls, params: BaseModel) -> list[str]:

@@ -7,6 +7,8 @@ composition, CLI and TRL tests exercise the framework alone.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -137,6 +139,8 @@ class Slow(Scorer):
 class InterruptParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     after_batches: int = Field(1, ge=0, description="Batches scored before Ctrl-C is simulated.")
+    at_close: bool = Field(False, description="Send a real SIGINT when the scorer is closed instead: the "
+                           "moment after the output has been written.")
 
 
 class Interrupt(Scorer):
@@ -150,10 +154,15 @@ class Interrupt(Scorer):
         self.batches = 0
 
     def score(self, samples, results=None):
-        if self.batches >= self.params.after_batches:
+        if self.batches >= self.params.after_batches and not self.params.at_close:
             raise KeyboardInterrupt
         self.batches += 1
         return [Score(1.0) for _ in samples]
+
+    def close(self):
+        if self.params.at_close:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs at the next bytecode; never return before it
 
 
 ALL = [Contains, Length, Answer, Gated, Exploding, Slow, Interrupt]

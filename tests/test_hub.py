@@ -72,21 +72,62 @@ def test_missing_package_names_the_install_command():
         hub.shipped_gguf(alias)
 
 
-def test_alias_offline_uses_a_finished_cached_conversion(offline, tiny_dir):
-    """A cached copy (marker written last) is used without touching the GGUF; one without is not."""
+def _seed_conversion(cache, tiny_dir, gguf, alias=None):
+    """A finished conversion of `gguf` in the cache (the tiny model stands in for it), where the hub puts it."""
     import shutil
 
-    cached = offline / "smollm2-135m-instruct"
+    digest = hub.file_sha256(gguf)
+    cached = cache / f"{gguf.stem}-{digest[:16]}"
     shutil.copytree(tiny_dir, cached)
+    (cached / hub.CACHE_MARKER).write_text(json.dumps({"source": str(gguf), "sha256": digest, "alias": alias}))
+    return cached
+
+
+def test_alias_offline_uses_a_finished_cached_conversion(offline, tiny_dir, monkeypatch):
+    """A cached copy (marker written last) is used without converting; one without a marker is not."""
     gguf = hub.shipped_gguf(hub.ALIASES["smollm2-135m-instruct"])
-    (cached / hub.CACHE_MARKER).write_text(json.dumps({"source": str(gguf), "source_size": gguf.stat().st_size}))
+    cached = _seed_conversion(offline, tiny_dir, gguf, alias="smollm2-135m-instruct")
     assert hub.resolve_model("SmolLM2-135M-Instruct") == cached
     model, tokenizer = hub.load_pretrained("smollm2-135m-instruct", dtype="float32", device="cpu")
     assert model.config.hidden_size == 32  # the tiny model stood in for the cache
-    # a cache whose source changed size is stale
-    (cached / hub.CACHE_MARKER).write_text(json.dumps({"source": str(gguf), "source_size": 1}))
-    assert not hub._cache_valid(cached, gguf)
-    assert hub._cache_valid(cached)  # ... but still serves when the package has been uninstalled
+    assert hub._cache_valid(cached)
+    (cached / hub.CACHE_MARKER).unlink()  # an interrupted conversion: not used
+    assert not hub._cache_valid(cached)
+    (cached / hub.CACHE_MARKER).write_text(json.dumps({"alias": "smollm2-135m-instruct"}))
+    # The package uninstalled after converting: the copy made for the alias still serves.
+    alias = hub.ALIASES["smollm2-135m-instruct"]
+    monkeypatch.setitem(hub.ALIASES, "smollm2-135m-instruct",
+                        hub.ModelAlias(alias.hub_id, "no-such-package-for-grpo", alias.gguf_file, alias.install))
+    assert hub.resolve_model("smollm2-135m-instruct") == cached
+
+
+def test_the_converted_copy_is_keyed_by_content_so_every_clone_shares_it(offline, tiny_dir, tmp_path):
+    """Two clones (two venvs) holding the same GGUF at different paths resolve to one cached copy, in
+    fresh processes; a changed file gets another key. The fake GGUF would fail to convert, so reaching
+    the copy proves nothing was converted."""
+    import subprocess
+    import sys
+
+    from reward_helpers import subprocess_env
+
+    first, second = tmp_path / "clone-a" / "m.gguf", tmp_path / "clone-b" / "venv" / "m.gguf"
+    for path in (first, second):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    cached = _seed_conversion(offline, tiny_dir, first)
+    env = {**subprocess_env(), "GRPO_CACHE": str(offline), "HF_HUB_OFFLINE": "1"}
+    code = "import sys; from grpo_core.hub import resolve_model; print(resolve_model(sys.argv[1]))"
+    for path in (first, second):
+        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == str(cached)
+    index = json.loads((offline / hub.HASH_INDEX).read_text())
+    assert sorted(k.split("|")[0] for k in index) == sorted([str(first), str(second)])  # each file hashed once
+    with second.open("ab") as fh:
+        fh.write(b"changed")
+    assert hub.file_sha256(second) != hub.file_sha256(first)
+    assert len(json.loads((offline / hub.HASH_INDEX).read_text())) == 2  # the stale entry of `second` replaced
 
 
 def test_load_pretrained_gives_a_padded_tokenizer_and_the_dtype(tiny_dir):

@@ -73,8 +73,21 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_no_import_circles_in_grpo_rewards():
     graph = import_graph()
-    assert "grpo_rewards.integrations.trl" in graph["grpo_rewards.compose"]  # the graph is read at all
+    assert "grpo_rewards.compose" in graph["grpo_rewards.integrations.trl"]  # the graph is read at all
     assert circles(graph) == []
+
+
+def test_the_adapters_depend_on_compose_and_not_the_reverse():
+    """compose offers `as_trl`/`as_verl` through adapters that register themselves, never by importing them."""
+    graph = import_graph()
+    reached, todo = set(), ["grpo_rewards.compose"]
+    while todo:
+        for nxt in graph[todo.pop()] - reached:
+            reached.add(nxt)
+            todo.append(nxt)
+    assert not [m for m in reached if m.startswith("grpo_rewards.integrations")]
+    for adapter in ("trl", "verl", "verl_functions"):
+        assert "grpo_rewards.compose" in graph[f"grpo_rewards.integrations.{adapter}"]
 
 
 @pytest.mark.parametrize("path", sorted(MODULES.values()), ids=str)

@@ -75,7 +75,7 @@ def test_grpo_rewards_list_and_score_in_a_subprocess_see_the_plugin(keywords_sit
     assert by_name["keywords"]["params"]["word_boundary"]["default"] is True
     table = subprocess.run([cli_path(), "list"], capture_output=True, text=True,
                            env=subprocess_env(keywords_site), timeout=120)
-    assert re.search(r"keywords\s+│\s+keywords\s+│", table.stdout)
+    assert re.search(r"│ keywords\s+│[^\n]*\n│ keywords\s+│", table.stdout)  # the name, its plugin under it
     spec = tmp_path / "spec.yaml"
     spec.write_text("scorers:\n  - scorer: keywords\n    params: {required: [cat, dog]}\n")
     src = write_jsonl(tmp_path / "in.jsonl", [{"completion": "a cat"}, {"completion": "cat and dog"}])

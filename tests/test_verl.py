@@ -100,3 +100,23 @@ def test_missing_spec_is_a_clear_error(monkeypatch):
     monkeypatch.delenv(module.SPEC_ENV, raising=False)
     with pytest.raises(ValueError, match="reward_kwargs"):
         module.compute_score("d", "x", "1")
+
+
+def test_the_ground_truth_fills_the_field_the_spec_reads_and_a_dict_without_it_is_refused(tmp_path):
+    """A spec reading `solution`: a bare ground truth lands there; a dict without it, or a ground truth
+    sent to another field by `answer_field`, is refused with the fix."""
+    from grpo_rewards.columns import MissingFieldError
+
+    path = spec_file(tmp_path, "scorers:\n  - scorer: math_accuracy\n    name: correct\n"
+                               "    params: {workers: 1, answer_field: solution}\n")
+    functions = importlib.import_module("grpo_rewards.integrations.verl_functions")
+    call = dict(data_source="d", solution_str="<answer>42</answer>", extra_info={"index": 0}, spec=str(path))
+    assert functions.compute_score(ground_truth="42", **call)["score"] == 1.0
+    assert functions.compute_score(ground_truth={"solution": "41"}, **call)["score"] == 0.0
+    with pytest.raises(MissingFieldError) as caught:
+        functions.compute_score_batch(["d"], ["<answer>42</answer>"], [{"gold": "42"}], spec=str(path))
+    message = str(caught.value)
+    assert "verl's ground_truth (a value is read as 'solution') and extra_info lacks a field" in message
+    assert "reads the field 'solution' (its `answer_field`)" in message and "its columns: data_source, gold" in message
+    with pytest.raises(MissingFieldError, match="did you mean 'answer'"):
+        functions.compute_score(ground_truth="42", answer_field="answer", **call)

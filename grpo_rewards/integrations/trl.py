@@ -21,36 +21,23 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
+
+from cachetools import LRUCache
 
 from grpo_rewards.advantages import AGGREGATIONS
 from grpo_rewards.cache import canonical
+from grpo_rewards.columns import columns_of
+from grpo_rewards.compose import CompositeReward, register_adapter
 from grpo_rewards.scorer import RewardBatch, Sample
-from grpo_rewards.spec import RewardSpec
-
-
-class BatchReward(Protocol):
-    """What the adapter needs of a `CompositeReward` (which imports this module for `as_trl`)."""
-
-    @property
-    def aliases(self) -> list[str]: ...
-
-    @property
-    def weights(self) -> list[float]: ...
-
-    @property
-    def spec(self) -> RewardSpec: ...
-
-    def score(self, samples: Sequence[Sample], group_size: int | None = None) -> RewardBatch: ...
 
 
 # Keyword arguments TRL passes that are trainer machinery, not dataset columns.
 TRAINER_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
 
 
-def samples_from_trl(prompts: Sequence[Any], completions: Sequence[Any],
+def samples_from_trl(prompts: Sequence[Any] | None, completions: Sequence[Any],
                      completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[Sample]:
     """TRL's keyword call as `Sample`s: dataset columns become each sample's `reference`.
 
@@ -90,27 +77,26 @@ class _Pending:
 class BatchCache:
     """The latest scored batches of one composite, keyed by content; safe to use from threads."""
 
-    def __init__(self, composite: BatchReward, keep: int = 2, group_size: int | None = None) -> None:
+    def __init__(self, composite: CompositeReward, keep: int = 2, group_size: int | None = None) -> None:
         self.composite = composite
         self.keep = keep
         self.group_size = group_size  # None: the rows sharing a prompt are a group
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, _Pending] = OrderedDict()
+        self._entries: LRUCache[str, _Pending] = LRUCache(maxsize=keep)
         self.scored_batches = 0  # how many times the composite actually ran (tests, diagnostics)
 
     def get(self, samples: list[Sample]) -> RewardBatch:
         key = _batch_key(samples)
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._entries.get(key)  # a hit counts as a use: the entry is kept longer
             owner = entry is None or entry.error is not None  # a failed batch is retried
             if owner:
                 entry = self._entries[key] = _Pending()
-                while len(self._entries) > self.keep:
-                    self._entries.popitem(last=False)
-            self._entries.move_to_end(key)
         assert entry is not None
         if owner:
             try:
+                # TRL passes every dataset column: one the spec reads that is absent is a misconfiguration.
+                self.composite.check_columns(columns_of(s.reference for s in samples), "the TRL dataset")
                 entry.batch = self.composite.score(samples, self.group_size)
                 with self._lock:
                     self.scored_batches += 1
@@ -144,9 +130,10 @@ class TrlRewardFunction:
         self.alias = alias
         self.cache = cache
 
-    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (),
-                 completion_ids: Sequence[Any] | None = None, **kwargs: Any) -> list[float | None]:
-        samples = samples_from_trl(prompts, list(completions), completion_ids, **kwargs)
+    def __call__(self, prompts: Sequence[Any] | None, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        """TRL's reward-function call: `prompts`, `completions` and the dataset columns (plus
+        `completion_ids` and trainer machinery) as keywords; one value (or None) per completion."""
+        samples = samples_from_trl(prompts, list(completions), **kwargs)
         if not samples:
             return []
         batch = self.cache.get(samples)
@@ -156,7 +143,7 @@ class TrlRewardFunction:
         return f"<TRL reward function {self.alias!r}>"
 
 
-def trl_reward_functions(composite: BatchReward,
+def trl_reward_functions(composite: CompositeReward,
                          group_size: int | None = None) -> tuple[list[TrlRewardFunction], list[float]]:
     """`(reward_funcs, reward_weights)` for `GRPOTrainer(reward_funcs=...)` and `GRPOConfig(reward_weights=...)`.
 
@@ -166,8 +153,10 @@ def trl_reward_functions(composite: BatchReward,
     return [TrlRewardFunction(alias, cache) for alias in composite.aliases], list(composite.weights)
 
 
-def trl_config_kwargs(composite: BatchReward) -> dict[str, Any]:
+def trl_config_kwargs(composite: CompositeReward) -> dict[str, Any]:
     """The `GRPOConfig` settings that make TRL combine the functions as the spec says."""
     aggregation = AGGREGATIONS[composite.spec.aggregate].trl_name
     return {"reward_weights": list(composite.weights), "multi_objective_aggregation": aggregation}
 
+
+register_adapter("trl", trl_reward_functions)

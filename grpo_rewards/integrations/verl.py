@@ -18,7 +18,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_rewards.integrations.trl import BatchReward
+from grpo_rewards.columns import columns_of
+from grpo_rewards.compose import CompositeReward, register_adapter
 from grpo_rewards.scorer import Sample
 
 RESERVED = frozenset({"score", "scored"})
@@ -40,14 +41,17 @@ def verl_sample(solution_str: str, ground_truth: Any, extra_info: Mapping[str, A
 class VerlReward:
     """`compute_score` (call it directly) and `batch` for verl's naive and batch reward managers."""
 
-    def __init__(self, composite: BatchReward, none_score: float = math.nan, answer_field: str = "answer") -> None:
+    def __init__(self, composite: CompositeReward, none_score: float = math.nan, answer_field: str | None = None) -> None:
         self.composite = composite
         self.none_score = none_score
-        self.answer_field = answer_field
+        # A ground truth that is a bare value fills this field: by default, the one the spec reads its gold from.
+        self.answer_field = answer_field or composite.gold_field
         self.keys = [a if a not in RESERVED else f"scorer_{a}" for a in composite.aliases]
         self._lock = threading.Lock()  # verl's naive manager calls from a thread pool; a composite is one caller's
 
     def _results(self, samples: list[Sample]) -> list[dict[str, float]]:
+        self.composite.check_columns(columns_of(s.reference for s in samples),
+                                     f"verl's ground_truth (a value is read as {self.answer_field!r}) and extra_info")
         with self._lock:
             batch = self.composite.score(samples)
         out = []
@@ -74,3 +78,6 @@ class VerlReward:
         infos = extra_infos if extra_infos is not None else [None] * n
         return self._results([verl_sample(solution_strs[i], ground_truths[i], infos[i], data_sources[i],
                                           self.answer_field) for i in range(n)])
+
+
+register_adapter("verl", VerlReward)

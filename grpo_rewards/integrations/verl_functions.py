@@ -28,7 +28,7 @@ _loaded: dict[tuple[str, float, str], VerlReward] = {}
 _loaded_lock = threading.Lock()
 
 
-def _from_spec(spec: str | None, none_score: float, answer_field: str) -> VerlReward:
+def _from_spec(spec: str | None, none_score: float, answer_field: str | None) -> VerlReward:
     path = spec or os.environ.get(SPEC_ENV)
     if not path:
         raise ValueError(f"grpo_rewards.integrations.verl_functions: name the spec in reward_kwargs ({{spec: PATH}}) "
@@ -41,7 +41,7 @@ def _from_spec(spec: str | None, none_score: float, answer_field: str) -> VerlRe
 
 
 def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
-                  spec: str | None = None, none_score: float = math.nan, answer_field: str = "answer",
+                  spec: str | None = None, none_score: float = math.nan, answer_field: str | None = None,
                   **kwargs: Any) -> dict[str, float]:
     """verl's per-sample custom reward function, for the spec in `spec` (a reward_kwargs entry)."""
     return _from_spec(spec, none_score, answer_field)(data_source, solution_str, ground_truth, extra_info)
@@ -49,7 +49,7 @@ def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_
 
 def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
                         extra_infos: Sequence[Mapping[str, Any] | None] | None = None, spec: str | None = None,
-                        none_score: float = math.nan, answer_field: str = "answer",
+                        none_score: float = math.nan, answer_field: str | None = None,
                         **kwargs: Any) -> list[dict[str, float]]:
     """verl's batched custom reward function (`reward_manager.name: batch`)."""
     return _from_spec(spec, none_score, answer_field).batch(data_sources, solution_strs, ground_truths, extra_infos)

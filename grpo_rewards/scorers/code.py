@@ -16,7 +16,7 @@ from grpo_rewards.extract import fenced_blocks
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.registry import Registry, registry_in
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
 from grpo_rewards.scorers.code_harness import (PROGRAM_SIDE, TESTS_SIDE, AssertSuite, StdioCase, assert_input,
                                                compare_output, function_body_joined, harness_reports,
@@ -146,6 +146,9 @@ class CodeTests(Scorer):
 
     name = "code_tests"
     Params = CodeTestsParams
+    reads = ReferenceFields(any_of=(  # the test layouts of code_formats
+        "test", "tests", "test_list", "test_cases", "verification_info", "input_output", "public_tests",
+        "private_tests", "generated_tests", "public_test_cases", "private_test_cases", "inputs"))
     value_range = (0.0, 1.0)
     # A test that times out fails, and whether it times out depends on the machine's load.
     deterministic = False

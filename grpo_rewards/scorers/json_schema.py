@@ -14,7 +14,7 @@ from referencing.exceptions import Unresolvable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from grpo_rewards.extract import after_think, fenced_code, tag_block
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import completion_text, reference_of
 
 
@@ -66,6 +66,7 @@ class JsonSchema(Scorer):
 
     name = "json_schema"
     Params = JsonSchemaParams
+    reads = ReferenceFields(param="schema_field", unless="json_schema")
     value_range = (0.0, 1.0)
     _CACHE_SIZE = 256
 

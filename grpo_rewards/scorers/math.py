@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from grpo_rewards import answer, extract
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.procpool import TaskResult, WorkerPool
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.math_check import CheckOptions, numeral
 
 Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number", "whole"]
@@ -113,6 +113,7 @@ class MathAccuracy(Scorer):
 
     name = "math_accuracy"
     Params = MathAccuracyParams
+    reads = ReferenceFields(param="answer_field")
     value_range = (0.0, 1.0)
 
     def __init__(self, params: Any = None, **kwargs: Any) -> None:

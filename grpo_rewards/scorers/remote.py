@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.errors import UserError
 from grpo_rewards.hookspecs import hookimpl
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 T = TypeVar("T")
@@ -235,6 +235,7 @@ class Remote(Scorer):
 
     name = "remote"
     Params = RemoteParams
+    reads = ReferenceFields(param="answer_field", when=lambda params: params.api == "openrlhf")
     value_range = (-math.inf, math.inf)  # whatever the remote spec's totals span
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None, **kwargs: Any) -> None:

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from grpo_rewards.columns import MissingFieldError, columns_of
 from grpo_rewards.compose import CompositeReward
 from grpo_rewards.errors import format_loc
 from grpo_rewards.scorer import RewardBatch, Sample
@@ -79,7 +80,9 @@ def openrlhf_samples(body: OpenRLHFRequest, answer_field: str = "answer") -> lis
         for marker in EOS_MARKERS:
             completion = completion.removesuffix(marker)
         label = body.labels[i] if body.labels is not None else None
-        reference = dict(label) if isinstance(label, dict) else ({answer_field: label} if label is not None else {})
+        # OpenRLHF sends "" for every label when its --label_key is unset: an empty label is no label.
+        empty = label is None or label == ""
+        reference = dict(label) if isinstance(label, dict) else ({} if empty else {answer_field: label})
         samples.append(Sample(prompt, completion, reference))
     return samples
 
@@ -136,7 +139,12 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
     app.state.counts = counts
     app.state.batcher = batcher
 
-    async def scored(samples: list[Sample]) -> RewardBatch | JSONResponse:
+    async def scored(samples: list[Sample], where: str) -> RewardBatch | JSONResponse:
+        try:
+            reward.check_columns(columns_of(s.reference for s in samples), where)
+        except MissingFieldError as exc:
+            return JSONResponse({"error": str(exc), "missing": [f for m in exc.missing for f in m.fields]},
+                                status_code=422)
         counts["accepted"] += 1
         try:
             return await batcher.score(samples)
@@ -151,7 +159,7 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
     @app.post("/score")
     async def score(body: ScoreRequest) -> Any:
         samples = [Sample.from_record(s.model_dump()) for s in body.samples]
-        batch = await scored(samples)
+        batch = await scored(samples, "the request's samples")
         if isinstance(batch, JSONResponse):
             return batch
         return json_response({"aliases": reward.aliases, "weights": reward.weights,
@@ -159,10 +167,10 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
 
     async def openrlhf(body: OpenRLHFRequest) -> Any:
         try:
-            samples = openrlhf_samples(body)
+            samples = openrlhf_samples(body, reward.gold_field)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=422)
-        batch = await scored(samples)
+        batch = await scored(samples, "the request's labels (OpenRLHF's --label_key)")
         if isinstance(batch, JSONResponse):
             return batch
         return json_response(openrlhf_response(batch, settings.none_score))
