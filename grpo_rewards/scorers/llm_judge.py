@@ -24,7 +24,7 @@ import regex
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from grpo_rewards.hookspecs import hookimpl
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.judge_screen import screen
 from grpo_rewards.scorers.remote import Caller, CallPolicy, CircuitOpen, RemoteFailure, token_from_env
 
@@ -104,6 +104,7 @@ class LLMJudge(Scorer):
 
     name = "llm_judge"
     Params = JudgeParams
+    reads = ReferenceFields()  # the rubric's fields: see reference_fields
     value_range = (0.0, 1.0)
     deterministic = False  # the composite cache stays out; this scorer caches by the full request
 
@@ -114,6 +115,10 @@ class LLMJudge(Scorer):
         self.caller = Caller(self.params, token_from_env(self.params.api_key_env, "llm_judge: api_key_env"),
                              name="grpo-judge")
         self._start_cache()
+
+    def reference_fields(self) -> tuple[str, ...]:
+        # The rubric's reference fields, read from the template rather than declared on the class.
+        return tuple(f for f in self.fields if f not in ("prompt", "completion"))
 
     def _start_cache(self) -> None:
         self.calls = 0  # requests that reached the network layer (not served from the cache)

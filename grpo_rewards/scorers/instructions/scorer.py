@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.instructions.checks import INSTRUCTION_TYPES, InstructionType
 from grpo_rewards.scorers.instructions.docs import instructions_table
 from grpo_rewards.scorers.textutil import completion_text, reference_of, visible_text
@@ -141,6 +141,7 @@ class InstructionFollowing(Scorer):
 
     name = "instruction_following"
     Params = InstructionFollowingParams
+    reads = ReferenceFields(any_of=("instruction_id_list", "ground_truth"))  # IFEval's layout, open-instruct's
     value_range = (0.0, 1.0)
 
     def __init__(self, params: Any = None, **kwargs: Any) -> None:
