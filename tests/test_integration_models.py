@@ -26,6 +26,10 @@ SYSTEM = {"role": "system", "content": "Answer inside <answer> tags."}
 RECORDS = [{"prompt": [SYSTEM, {"role": "user", "content": f"What is {a} + {b}?"}], "answer": str(a + b)}
            for a in range(4) for b in range(3)]
 REWARDS = {"scorers": [{"scorer": "math_accuracy"}, {"scorer": "think_format", "params": {"whitespace": "lenient"}}]}
+# A random tiny model's text earns no math credit (its stray digits are no answer), so the LoRA runs add a
+# length term that gives their groups the spread a gradient needs.
+MOVING_REWARDS = {"scorers": [*REWARDS["scorers"],
+                              {"scorer": "length", "weight": 0.5, "params": {"mode": "ramp", "low": 0, "high": 20}}]}
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,8 @@ def config(tiny_dir: Path, chat_data: Path, out: Path, **overrides) -> dict:
 
 
 def lora_config(tiny_dir, chat_data, out, **overrides) -> dict:
-    return config(tiny_dir, chat_data, out, lora={"r": 4, "alpha": 8, "dropout": 0.0}, beta=0.1, **overrides)
+    return config(tiny_dir, chat_data, out, lora={"r": 4, "alpha": 8, "dropout": 0.0}, beta=0.1,
+                  **{"rewards": MOVING_REWARDS, **overrides})
 
 
 def test_chat_prompts_use_the_template_and_scorers_get_conversational_completions(tiny_dir, chat_data, tmp_path):
