@@ -185,7 +185,7 @@ def write_result(path: str | Path, result: Mapping[str, Any]) -> None:
 def eval_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grpo-train eval",
-        description="Greedy accuracy, pass@k and scorer means of a model on held-out problems, with 95%% intervals.",
+        description="Greedy accuracy, pass@k and scorer means of a model on held-out problems, with 95% intervals.",
         epilog="Problems and rewards come from CONFIG (its held-out split and `rewards`), or from --task/--data "
                "and --spec. Intervals: Wilson for greedy accuracy, a seeded bootstrap over problems for pass@k, "
                "a paired bootstrap over problems for --compare.")
