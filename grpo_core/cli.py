@@ -1,6 +1,8 @@
 """`grpo-train CONFIG [--set key=value ...] [--resume]`, and
 `grpo-train generate --model PATH_OR_ALIAS --data FILE --output completions.jsonl [--num-samples K]`
-(batched generation for evaluation with `grpo-rewards score`; see grpo_core/generate.py).
+(batched generation for evaluation with `grpo-rewards score`; see grpo_core/generate.py), and
+`grpo-train eval [CONFIG] [--model M] [--compare BASE.json]` (accuracy and pass@k with intervals;
+see grpo_core/evaluate.py).
 
 Exit codes: 0 done; 2 bad config or input (every problem listed, no traceback);
 130 / 143 stopped by SIGINT / SIGTERM after saving a checkpoint (continue with --resume).
@@ -9,6 +11,7 @@ Exit codes: 0 done; 2 bad config or input (every problem listed, no traceback);
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import signal
@@ -22,14 +25,19 @@ COMMANDS = """commands:
   grpo-train CONFIG [--set KEY=VALUE ...] [--resume]   train (this page)
   grpo-train generate --model M --data FILE --output FILE
                                                         write completions for `grpo-rewards score`
-                                                        (`grpo-train generate --help`)"""
+                                                        (`grpo-train generate --help`)
+  grpo-train eval [CONFIG] [--model M] [--compare BASE.json]
+                                                        greedy accuracy and pass@k with 95% intervals
+                                                        (`grpo-train eval --help`)"""
+SUBCOMMANDS = {"generate": "grpo_core.generate", "eval": "grpo_core.evaluate"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="grpo-train", description="Train a causal LM with GRPO.", epilog=COMMANDS,
         usage="%(prog)s [-h] [--version] [--verbose] CONFIG [--set KEY=VALUE ...] [--resume]\n"
-              "       %(prog)s generate --model M --data FILE --output FILE [...]",
+              "       %(prog)s generate --model M --data FILE --output FILE [...]\n"
+              "       %(prog)s eval [CONFIG] [--model M] [--output FILE] [...]",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {grpo_rewards.__version__}")
     parser.add_argument("config", help="training config (YAML, TOML or JSON)")
@@ -56,15 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # Each command imports its module (torch, transformers) only when it runs: `--help` and a bad
     # config answer without loading them, and `generate` never loads the trainer.
-    if argv[:1] == ["generate"]:  # a subcommand; a config file is never named exactly `generate`
+    if argv[:1] in (["generate"], ["eval"]):  # subcommands; a config file is never named exactly so
         if "--verbose" not in argv:
             quiet_libraries()
         try:
-            from grpo_core.generate import main as generate_main
-
-            return generate_main([a for a in argv[1:] if a != "--verbose"])
+            module = importlib.import_module(SUBCOMMANDS[argv[0]])
+            return module.main([a for a in argv[1:] if a != "--verbose"])
         except KeyboardInterrupt:  # the output is written atomically: nothing half-written is left
-            print("grpo-train generate: interrupted; no output written", file=sys.stderr)
+            print(f"grpo-train {argv[0]}: interrupted; no output written", file=sys.stderr)
             return 130
     args = parse_args(argv)
     if not args.verbose:

@@ -23,6 +23,8 @@ class Task:
 
 _tasks: dict[str, Task] = {}
 _tokenizers: dict[str, Callable[[], Any]] = {}
+# Families of tasks named `<source>:<name>` (e.g. `reasoning_gym:chain_sum`): the factory makes the Task.
+_sources: dict[str, Callable[[str], Task]] = {}
 
 
 def register_task(name: str, params: type[BaseModel] | None = None) -> Callable:
@@ -41,9 +43,20 @@ def register_tokenizer(name: str) -> Callable:
     return decorate
 
 
+def register_task_source(prefix: str) -> Callable:
+    """Decorator: register `factory(name) -> Task` for the tasks named `<prefix>:<name>`."""
+    def decorate(fn: Callable[[str], Task]) -> Callable[[str], Task]:
+        _sources[prefix] = fn
+        return fn
+    return decorate
+
+
 def get_task(name: str) -> Task:
+    prefix, _, rest = name.partition(":")
+    if rest and prefix in _sources:
+        return _sources[prefix](rest)
     if name not in _tasks:
-        raise UnknownNameError("task", name, sorted(_tasks))
+        raise UnknownNameError("task", name, sorted(_tasks) + [f"{p}:<name>" for p in sorted(_sources)])
     return _tasks[name]
 
 

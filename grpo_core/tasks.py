@@ -12,23 +12,31 @@ They make a run that needs nothing downloaded and learns in minutes on a laptop 
 * tokenizer `builtin:chars`: one token per character of a small alphabet (digits, operators,
   letters, a few punctuation marks), `<eos>` separate from `<pad>`. A `PreTrainedTokenizerFast`,
   so `save_pretrained` writes a directory that `AutoTokenizer` (and so TRL) loads back.
+* tasks `reasoning_gym:<name>`: any generator of the reasoning-gym package (`chain_sum`,
+  `basic_arithmetic`, `gsm_symbolic`, ...), its config fields as task options beside ours. A fixed
+  held-out set (`eval_count` distinct questions from seeds above every training seed, the same for
+  every run seed) is set aside; training draws from the run's own seeds and drops any question
+  text that is held out, so the splits never share a problem.
 * `MODEL_PRESETS`: HF config kwargs of small Llamas (`tiny` for the quickstart; `2m` and `20m`
   for bench/vs_trl.py); the trainer fills in vocab size and special token ids from the tokenizer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
+import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 import transformers  # a lazy module: AutoConfig loads its mappings only when a preset is built
 from transformers import PreTrainedTokenizerFast
 
-from grpo_core.task_registry import register_task, register_tokenizer
+from grpo_core.task_registry import Task, register_task, register_task_source, register_tokenizer
+from grpo_rewards.errors import UnknownNameError, UserError
 
 # ---------------------------------------------------------------------------------------------
 # Tokenizer
@@ -193,3 +201,130 @@ def majority(split: str, size: int | None, seed: int, **options: Any) -> list[di
     rng = random.Random(seed)
     picks = train if size is None else [rng.choice(train) for _ in range(size)]
     return [majority_record(s) for s in picks]
+
+
+# ---------------------------------------------------------------------------------------------
+# Task source `reasoning_gym:<name>`: procedural generators of the reasoning-gym package
+
+# Generator seeds: every held-out problem comes from seeds at or above EVAL_SEEDS, every training
+# problem from seeds below it, and training drops any question text that is held out as well.
+EVAL_SEEDS = 2**31
+SEED_STRIDE = 2**16
+RG_INSTRUCTION = "Solve the problem, then give only the final answer inside <answer></answer>, e.g. <answer>42</answer>."
+
+
+class ReasoningGymOptions(BaseModel):
+    """Our options of a `reasoning_gym:<name>` task; the generator's own config fields sit beside them."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    eval_count: int = Field(1000, ge=1, le=5000, description="Held-out problems (distinct questions) set aside; "
+                            "an eval split takes the first `size` of them, whatever the run's seed.")
+    split_seed: int = Field(0, ge=0, lt=SEED_STRIDE // 2, description="Seed of the held-out set.")
+    instruction: str = Field(RG_INSTRUCTION, description="Format instruction opening the first user turn (or the "
+                             "system message).")
+    system_prompt: bool = Field(False, description="Put the instruction in a system message (else in the user turn).")
+    shots: int = Field(1, ge=0, le=4, description="Worked examples (training-side questions, answered as "
+                       "<answer>gold</answer>) given as earlier chat turns.")
+
+
+def _reasoning_gym() -> Any:
+    try:
+        import reasoning_gym
+    except ImportError:
+        raise UserError("reasoning_gym:<name> tasks need the reasoning-gym package: "
+                        "pip install -c constraints.txt 'grpo-rewards[reasoning-gym]'") from None
+    return reasoning_gym
+
+
+def _generator_fields(config_cls: type) -> dict[str, Any]:
+    """The generator config's dataclass fields as pydantic field definitions (seed and size are ours)."""
+    hints = typing.get_type_hints(config_cls)
+    out = {}
+    for f in dataclasses.fields(config_cls):
+        if f.name in ("seed", "size"):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else ...)
+        # validate_default: a generator may default a list field to a tuple; pydantic makes it a list
+        out[f.name] = (hints.get(f.name, Any), Field(default, validate_default=True))
+    return out
+
+
+@register_task_source("reasoning_gym")
+def reasoning_gym_task(name: str) -> Task:
+    """The Task of reasoning-gym's generator `name`; its options are ours plus the generator's config fields."""
+    rg = _reasoning_gym()
+    if name not in rg.factory.DATASETS:
+        raise UnknownNameError("reasoning-gym dataset", name, sorted(rg.factory.DATASETS))
+    config_cls = rg.factory.DATASETS[name][1]
+    ours = set(ReasoningGymOptions.model_fields)
+
+    def check_generator(self: BaseModel) -> BaseModel:  # the generator's own cross-field checks (asserts)
+        try:
+            config_cls(**{k: v for k, v in self.model_dump().items() if k not in ours}).validate()
+        except (AssertionError, ValueError, TypeError) as exc:
+            raise ValueError(f"reasoning-gym {name}: {exc or 'invalid options'}") from None
+        return self
+
+    params = create_model(f"ReasoningGym_{name}", __base__=ReasoningGymOptions,
+                          __validators__={"generator": model_validator(mode="after")(check_generator)},
+                          **_generator_fields(config_cls))
+
+    def build(split: str, size: int | None, seed: int, **options: Any) -> list[dict[str, Any]]:
+        mine = {k: options.pop(k) for k in list(options) if k in ours}
+        return reasoning_gym_records(name, split, size, seed, ReasoningGymOptions(**mine), options)
+
+    return Task(f"reasoning_gym:{name}", build, params)
+
+
+def _items(name: str, seed: int, count: int, generator: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(_reasoning_gym().create_dataset(name, seed=seed, size=count, **generator))
+
+
+def held_out_items(name: str, options: ReasoningGymOptions, generator: dict[str, Any]) -> list[dict[str, Any]]:
+    """The held-out set: the first `eval_count` distinct questions from the held-out seeds."""
+    seed = EVAL_SEEDS + options.split_seed * SEED_STRIDE
+    items, seen = [], set()
+    for item in _items(name, seed, options.eval_count * 10, generator):
+        if item["question"] not in seen:
+            seen.add(item["question"])
+            items.append(item)
+            if len(items) == options.eval_count:
+                return items
+    raise UserError(f"reasoning_gym:{name}: only {len(items)} distinct questions in {options.eval_count * 10} "
+                    f"draws, fewer than eval_count {options.eval_count}; widen the generator's options or lower it")
+
+
+def reasoning_gym_records(name: str, split: str, size: int | None, seed: int, options: ReasoningGymOptions,
+                          generator: dict[str, Any]) -> list[dict[str, Any]]:
+    """Chat-message records with the gold `answer` and the generator's `question`."""
+    held = held_out_items(name, options, generator)
+    if split != "train":
+        if size and size > len(held):
+            raise UserError(f"reasoning_gym:{name}: {size} held-out problems asked, eval_count is {len(held)}")
+        items = held[:size or None]
+    else:
+        want, banned = size or 1000, {item["question"] for item in held}
+        # run seeds map to disjoint ranges below EVAL_SEEDS (a generator seeds item i with seed + i)
+        start = (seed % (EVAL_SEEDS // SEED_STRIDE - 1) + 1) * SEED_STRIDE
+        items = [it for it in _items(name, start, want * 4, generator) if it["question"] not in banned][:want]
+        if len(items) < want:
+            raise UserError(f"reasoning_gym:{name}: only {len(items)} training questions outside the held-out set "
+                            f"in {want * 4} draws; widen the generator's options or ask for fewer")
+    shots = [it for it in _items(name, SEED_STRIDE - 64, 64, generator) if it["question"] not in
+             {h["question"] for h in held}][:options.shots]
+    return [{"prompt": _rg_messages(it["question"], shots, options), "answer": str(it["answer"]),
+             "question": it["question"]} for it in items]
+
+
+def _rg_messages(question: str, shots: list[dict[str, Any]], options: ReasoningGymOptions) -> list[dict[str, str]]:
+    turns = [(s["question"], f"<answer>{s['answer']}</answer>") for s in shots] + [(question, None)]
+    if not options.system_prompt:
+        turns[0] = (f"{options.instruction}\n\n{turns[0][0]}", turns[0][1])
+    messages = [{"role": "system", "content": options.instruction}] if options.system_prompt else []
+    for text, reply in turns:
+        messages.append({"role": "user", "content": text})
+        if reply is not None:
+            messages.append({"role": "assistant", "content": reply})
+    return messages
