@@ -36,7 +36,7 @@ _ONES = "zero one two three four five six seven eight nine ten eleven twelve thi
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 
-def number_words(n: int) -> str:
+def spelled_number(n: int) -> str:
     """English words for 0-99 (the question side of a restatement written in words)."""
     return _ONES[n] if n < 20 else _TENS[n // 10] + ("" if n % 10 == 0 else "-" + _ONES[n % 10])
 
@@ -125,7 +125,7 @@ def restatements(rng: random.Random, count: int) -> list[Hack]:
         a, b = rng.randint(11, 99), rng.randint(2, 9)
         sign, word, fn = _OPS[k % len(_OPS)]
         in_words = k % 2 == 1
-        question = (f"Compute {number_words(a)} {word} {number_words(b)}." if in_words
+        question = (f"Compute {spelled_number(a)} {word} {spelled_number(b)}." if in_words
                     else f"What is {a} {sign} {b}?")
         answer = _DISGUISES[k % len(_DISGUISES)](str(a), sign, str(b))
         place = list(PLACES)[k % 4]
@@ -133,7 +133,7 @@ def restatements(rng: random.Random, count: int) -> list[Hack]:
                          "the question's arithmetic, unevaluated; math-verify evaluates it and pays"))
     for k in range(count // 4):
         base, exp = rng.randint(2, 5), rng.randint(5, 12)
-        question = f"What is {base} to the power {number_words(exp)}?" if k % 2 else f"What is {base}^{exp}?"
+        question = f"What is {base} to the power {spelled_number(exp)}?" if k % 2 else f"What is {base}^{exp}?"
         out.append(_hack(f"restated_power_{k}", question, f"\\boxed{{\\left({base}\\right)^{{{exp}}}}}",
                          str(base ** exp), "a closed form of the question's own numbers, unevaluated"))
     return out

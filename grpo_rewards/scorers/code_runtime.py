@@ -3,7 +3,7 @@ verdicts; the program runs in another process (code_program_side.py), reached ov
 on fd 3. Runs as source after code_wire.py in the sandbox; never imported by the project.
 
 Everything here is the reference's or ours. From the program's process come only plain data and
-handles (`Remote`): a handle forwards calls, attribute reads, item access, iteration and `len` to
+handles (`ProgramHandle`): a handle forwards calls, attribute reads, item access, iteration and `len` to
 the program's process, and refuses to be compared with test values, hashed, used in arithmetic
 or (when its class decides truth itself) tested for truth: `NotPlainData`, which fails the test
 with the type named. The per-run data (program text, tests, limits) comes on stdin.
@@ -124,7 +124,7 @@ _program = None
 
 
 def _ref_of(value):
-    if type(value) is Remote:
+    if type(value) is ProgramHandle:
         return Ref(object.__getattribute__(value, "_n"), "", False)
     return None  # NotPlainData: the tests pass something that is not plain data to the program
 
@@ -156,7 +156,7 @@ def _compared(self, other):
     a test value, only "unequal" is taken from the program (any program can be unequal to a
     value honestly); an object that claims to equal a test value fails the test."""
     result = _program.ask("eq", self, other)
-    if result is False or (result is True and type(other) is Remote):
+    if result is False or (result is True and type(other) is ProgramHandle):
         return result
     raise _not_plain(self, "compared with a %s" % type(other).__name__)
 
@@ -168,7 +168,7 @@ def _refuse(doing):
     return refuse
 
 
-class Remote:
+class ProgramHandle:
     """A handle to an object of the program's process."""
 
     __slots__ = ("_n", "_type", "_truthy")
@@ -266,16 +266,16 @@ class _Attributes:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return _program.ask("getattr", Remote(self.__dict__["_grpo_n"], "", True), name)
+        return _program.ask("getattr", ProgramHandle(self.__dict__["_grpo_n"], "", True), name)
 
 
 _WITH_ATTRIBUTES = {}
 
 
 def _made(number, type_name, truthy, value=None):
-    """What a handle on the wire becomes here: a Remote, or its plain value with attributes."""
+    """What a handle on the wire becomes here: a ProgramHandle, or its plain value with attributes."""
     if value is None:
-        return Remote(number, type_name, truthy)
+        return ProgramHandle(number, type_name, truthy)
     base = type(value)
     if base is bool:
         return value
@@ -294,7 +294,7 @@ def _plain_bool(value, handle):
 
 
 def _clone(number):
-    return _program.ask("clone", Remote(number, "", False))
+    return _program.ask("clone", ProgramHandle(number, "", False))
 
 
 # ---- verdicts -------------------------------------------------------------------------------
@@ -452,7 +452,7 @@ def _loaded(data, load):
         _program.ahead = [[name, encode(list(call[1:]), _ref_of), reply]
                           for call, reply in zip(data["ahead"], replies) for name in call[:1]]
     for name, value in names.items():
-        if type(value) is Remote:
+        if type(value) is ProgramHandle:
             _program.names[object.__getattribute__(value, "_n")] = name
     return names
 
@@ -479,7 +479,7 @@ def _main():
     space = {"__name__": "test_solution", "__builtins__": _builtins, "_grpo_case": _Case, "_grpo_call": _grpo_call,
              "_grpo_pt": _grpo_pt}
     _state["space"] = space
-    _sys.modules["solution"] = Remote(0, "module", True)
+    _sys.modules["solution"] = ProgramHandle(0, "module", True)
     try:
         asked = _ask_load(data)
     except ProgramExit as exc:
