@@ -24,11 +24,7 @@ _numbers = {}  # id(object) -> its handle number (objects are kept alive in _obj
 _busy = [False]  # inside the program's code: the time limit may interrupt it
 
 
-class _Timeout(BaseException):
-    pass
-
-
-def _on_alarm(signum, frame):
+def _on_alarm_while_busy(signum, frame):
     if _busy[0]:
         raise _Timeout()
 
@@ -169,7 +165,7 @@ def _answer(request):
 
 def _serve(fd):
     _sys.set_int_max_str_digits(0)
-    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.signal(_signal.SIGALRM, _on_alarm_while_busy)
     channel = Channel(_socket.socket(fileno=fd))
     while True:
         try:

@@ -22,10 +22,6 @@ _PREFIX = "@@grpo@@"
 _NOTHING = object()
 
 
-class _Timeout(BaseException):
-    pass
-
-
 class ProgramExit(Exception):
     """The program called exit() during a call."""
 

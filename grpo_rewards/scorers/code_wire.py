@@ -23,6 +23,10 @@ MAX_DEPTH = 200  # nesting a value may have; deeper values do not cross
 MAX_CONTAINERS = 20_000  # lists, tuples, dicts, sets a value may hold in all; larger values do not cross
 
 
+class _Timeout(BaseException):
+    """A run past its limit, on either side (both run this file as their prelude)."""
+
+
 class NotPlainData(TypeError):
     """A value that cannot cross the boundary; its message names the type."""
 

@@ -39,10 +39,6 @@ def _compare(count: int, relation: str, threshold: int, what: str) -> Verdict:
     return followed, f"{count} {what}, wanted {relation} {threshold}"
 
 
-def _literal(text: str) -> str:
-    return re.escape(text)
-
-
 # keywords
 
 class KeywordsKwargs(_Kwargs):
@@ -50,7 +46,7 @@ class KeywordsKwargs(_Kwargs):
 
 
 def keywords_existence(text: str, k: KeywordsKwargs) -> Verdict:
-    missing = [w for w in k.keywords if not re.search(_literal(w), text, re.IGNORECASE)]
+    missing = [w for w in k.keywords if not re.search(re.escape(w), text, re.IGNORECASE)]
     return not missing, f"missing {missing}" if missing else "all keywords present"
 
 
@@ -61,7 +57,7 @@ class KeywordFrequencyKwargs(_Kwargs):
 
 
 def keyword_frequency(text: str, k: KeywordFrequencyKwargs) -> Verdict:
-    count = len(re.findall(_literal(k.keyword), text, re.IGNORECASE))
+    count = len(re.findall(re.escape(k.keyword), text, re.IGNORECASE))
     return _compare(count, k.relation, k.frequency, f"occurrences of {k.keyword!r}")
 
 
@@ -71,7 +67,7 @@ class ForbiddenWordsKwargs(_Kwargs):
 
 
 def forbidden_words(text: str, k: ForbiddenWordsKwargs) -> Verdict:
-    found = sorted({w for w in k.forbidden_words if re.search(rf"\b{_literal(w)}\b", text, re.IGNORECASE)})
+    found = sorted({w for w in k.forbidden_words if re.search(rf"\b{re.escape(w)}\b", text, re.IGNORECASE)})
     return not found, f"uses {found}" if found else "no forbidden word"
 
 
@@ -234,7 +230,7 @@ class SectionsKwargs(_Kwargs):
 
 
 def multiple_sections(text: str, k: SectionsKwargs) -> Verdict:
-    count = len(re.findall(rf"\s?{_literal(k.section_spliter)}\s?\d+\s?", text))
+    count = len(re.findall(rf"\s?{re.escape(k.section_spliter)}\s?\d+\s?", text))
     return count >= k.num_sections, f"{count} sections, wanted at least {k.num_sections}"
 
 
