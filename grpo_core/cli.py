@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             module = importlib.import_module(SUBCOMMANDS[argv[0]])
             return module.main([a for a in argv[1:] if a != "--verbose"])
-        except KeyboardInterrupt:  # the output is written atomically: nothing half-written is left
-            print(f"grpo-train {argv[0]}: interrupted; no output written", file=sys.stderr)
+        except KeyboardInterrupt:  # while importing: each command says what an interrupt after that left
+            print(f"grpo-train {argv[0]}: interrupted before it started; no output written", file=sys.stderr)
             return 130
     args = parse_args(argv)
     if not args.verbose:

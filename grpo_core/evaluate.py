@@ -25,7 +25,7 @@ from typing import Any
 
 from grpo_core import stats
 from grpo_rewards.errors import UserError
-from grpo_rewards.fileio import write_atomic
+from grpo_rewards.fileio import OutputFile, write_atomic
 
 RESULT_FORMAT = "grpo-train-eval/1"
 
@@ -346,7 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     args = eval_parser().parse_args(argv)
+    outputs: list[OutputFile] = []
     try:
+        outputs = [OutputFile(path, flag=flag) for path, flag in ((args.output, "--output"),
+                                                                  (args.completions, "--completions")) if path]
         baseline = read_result(args.compare) if args.compare else None
         if args.threads:
             import torch
@@ -376,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # an output directory that cannot be written, a model file that cannot be read
         print(f"grpo-train eval: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        said = "; ".join(o.outcome() for o in outputs) or "no output was asked for"
+        print(f"grpo-train eval: interrupted; {said}", file=sys.stderr)
+        return 130
     Console().print(render_table(result))
     if args.output:
         print(f"wrote {args.output}", file=sys.stderr)

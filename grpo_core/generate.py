@@ -32,7 +32,7 @@ from grpo_core.lora import load_adapter
 from grpo_core.prompts import Prompts, completion_for, eos_token_ids
 from grpo_core.rollout import generate, generation_config, left_pad
 from grpo_rewards.errors import UserError
-from grpo_rewards.fileio import atomic_file
+from grpo_rewards.fileio import OutputFile, atomic_file
 
 
 def generate_completions(
@@ -139,7 +139,9 @@ def generate_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """`grpo-train generate ...`; returns the exit status (2 for a user error, printed without traceback)."""
     args = generate_parser().parse_args(argv)
+    output = None
     try:
+        output = OutputFile(args.output, [args.data])
         records = read_prompt_records(args.data, args.limit)
         model, tokenizer = load_pretrained(args.model, dtype=args.dtype, device=args.device)
         if args.adapter:
@@ -154,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        said = output.outcome() if output else "no output written"
+        print(f"grpo-train generate: interrupted; {said}", file=sys.stderr)
+        return 130
     print(f"wrote {len(rows)} completions to {args.output}", file=sys.stderr)
     return 0
 

@@ -27,7 +27,7 @@ from grpo_rewards.columns import columns_of, empty_counts
 from grpo_rewards.compose import CompositeReward, RewardBatch, build
 from grpo_rewards.diagnostics import RewardDiagnostics
 from grpo_rewards.errors import ConfigError, Problem, UserError
-from grpo_rewards.fileio import atomic_file, jsonl_lines
+from grpo_rewards.fileio import STDIO, OutputFile, atomic_file, jsonl_lines
 from grpo_rewards.group import groups_of
 from grpo_rewards.probe import findings_table, probe, summary
 from grpo_rewards.registry import BUILTIN_PLUGINS, Entry, Registry, load_registry
@@ -36,7 +36,6 @@ from grpo_rewards.spec import spec_json_schema
 
 MAX_REPORTED_PROBLEMS = 20
 PARQUET_SUFFIXES = (".parquet", ".pq")
-STDIO = Path("-")  # `--input -` reads standard input, `--output -` writes standard output
 
 
 def _stdout() -> Console:
@@ -122,45 +121,6 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     if not records:
         raise UserError(f"{path}: no records (expected one JSON object per line)")
     return records
-
-
-def _file_state(path: Path) -> tuple[int, int, int] | None:
-    """What tells one version of a file from another: (inode, mtime, size); None when absent."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-class OutputFile:
-    """A command's `--output`, checked before any work and able to say afterwards whether it was written.
-
-    The output is replaced in one rename (`atomic_file`), so after a Ctrl-C it is either as it was or
-    complete; comparing it with its state before the work says which, wherever the interrupt landed.
-    """
-
-    def __init__(self, path: str | Path, inputs: Iterable[str | Path] = ()) -> None:
-        self.path = Path(path)
-        if self.path == STDIO:
-            self.before = None
-            return
-        if self.path.is_dir():
-            raise UserError(f"--output {path}: is a directory; name a file to write")
-        for source in inputs:
-            source = Path(source)
-            if source != STDIO and (self.path.resolve() == source.resolve()
-                                    or (self.path.exists() and source.exists() and self.path.samefile(source))):
-                raise UserError(f"--output {path}: is the input file; it would be overwritten with the results")
-        self.before = _file_state(self.path)
-
-    def outcome(self) -> str:
-        """What an interrupt leaves: the truth about this output."""
-        if self.path == STDIO:
-            return "standard output holds whatever results were printed before it"
-        if _file_state(self.path) == self.before:
-            return f"no output written ({self.path} {'unchanged' if self.before else 'not created'})"
-        return f"{self.path} was already written in full"
 
 
 @contextmanager

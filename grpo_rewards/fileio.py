@@ -13,10 +13,14 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, BinaryIO
+
+from grpo_rewards.errors import UserError
+
+STDIO = Path("-")  # `--input -` reads standard input, `--output -` writes standard output
 
 
 def _usual_mode(path: str | Path, directory: bool = False) -> None:
@@ -121,3 +125,42 @@ def jsonl_lines(source: str | Path | BinaryIO) -> Iterator[tuple[int, Any, str |
 @contextmanager
 def _borrowed(stream: BinaryIO) -> Iterator[BinaryIO]:
     yield stream  # a stream the caller opened (stdin) stays open
+
+
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from another: (inode, mtime, size); None when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+class OutputFile:
+    """A command's output file (`--output`), checked before any work and able to say afterwards whether it was written.
+
+    The output is replaced in one rename (`atomic_file`), so after a Ctrl-C it is either as it was or
+    complete; comparing it with its state before the work says which, wherever the interrupt landed.
+    """
+
+    def __init__(self, path: str | Path, inputs: Iterable[str | Path] = (), flag: str = "--output") -> None:
+        self.path = Path(path)
+        if self.path == STDIO:
+            self.before = None
+            return
+        if self.path.is_dir():
+            raise UserError(f"{flag} {path}: is a directory; name a file to write")
+        for source in inputs:
+            source = Path(source)
+            if source != STDIO and (self.path.resolve() == source.resolve()
+                                    or (self.path.exists() and source.exists() and self.path.samefile(source))):
+                raise UserError(f"{flag} {path}: is the input file; it would be overwritten with the results")
+        self.before = _file_state(self.path)
+
+    def outcome(self) -> str:
+        """What an interrupt leaves: the truth about this output."""
+        if self.path == STDIO:
+            return "standard output holds whatever results were printed before it"
+        if _file_state(self.path) == self.before:
+            return f"no output written ({self.path} {'unchanged' if self.before else 'not created'})"
+        return f"{self.path} was already written in full"

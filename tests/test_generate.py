@@ -117,3 +117,32 @@ def test_weights_held_in_bfloat16_generate_through_hf(tiny_dir, tokenizer):
     rows = generate_completions(model, tokenizer, [{"prompt": "hi"}, {"prompt": CHAT}], max_new_tokens=4,
                                 progress=False)
     assert isinstance(rows[0]["completion"], str) and rows[1]["completion"][0]["role"] == "assistant"
+
+
+@pytest.mark.parametrize("lands", ["while generating", "after the write"])
+def test_generate_interrupted_says_what_it_left(tiny_dir, tmp_path, capsys, monkeypatch, lands):
+    """Ctrl-C: the previous output is intact and the message says so, or the new one is whole and it says that."""
+    import grpo_core.generate as generate_module
+
+    data = tmp_path / "eval.jsonl"
+    data.write_text('{"prompt": "hi"}\n')
+    out = tmp_path / "c.jsonl"
+    out.write_text("previous\n")
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    if lands == "while generating":
+        monkeypatch.setattr(generate_module, "generate_completions", interrupt)
+    else:
+        real_write = generate_module.write_jsonl_atomic
+        monkeypatch.setattr(generate_module, "write_jsonl_atomic", lambda *a: (real_write(*a), interrupt()))
+    argv = ["--model", str(tiny_dir), "--data", str(data), "--output", str(out), "--max-new-tokens", "2",
+            "--device", "cpu", "--no-progress"]
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    if lands == "while generating":
+        assert f"interrupted; no output written ({out} unchanged)" in err and out.read_text() == "previous\n"
+    else:
+        assert f"interrupted; {out} was already written in full" in err
+        assert json.loads(out.read_text().splitlines()[0])["prompt"] == "hi"
