@@ -60,6 +60,8 @@ def train_and_eval(args: argparse.Namespace, seed: int) -> dict[str, Any]:
                    args.nice)
         write_atomic(cost_file, json.dumps(cost))
     record["train"] = json.loads(cost_file.read_text()) if cost_file.exists() else {}
+    if args.train_only:
+        return record
     eval_file = run_dir / "eval.json"
     if not eval_file.exists():
         record["eval_cost"] = run(eval_command(args, eval_file, "--adapter", str(run_dir / "final"),
@@ -78,6 +80,8 @@ def trl_run(args: argparse.Namespace) -> dict[str, Any]:
         run([sys.executable, str(Path(__file__).with_name("trl_recipe.py")), args.config, "--seed", str(args.trl_seed),
              "--budget-minutes", str(args.trl_budget_minutes), "--save-steps", str(args.trl_save_steps),
              "--out", str(out), *[x for s in args.set for x in ("--set", s)]], args.nice)
+    if args.train_only:
+        return {}
     clock = {e["step"]: e for e in map(json.loads, (out / "clock.jsonl").read_text().splitlines())}
     curve = []
     checkpoints = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
@@ -196,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trl-budget-minutes", type=float, default=45.0)
     parser.add_argument("--trl-save-steps", type=int, default=20, help="TRL adapter checkpoints (evaluated) every N steps")
     parser.add_argument("--out", type=Path, default=Path("outputs/rg_experiment"))
+    parser.add_argument("--train-only", action="store_true", help="run the training stages (every seed, then TRL) "
+                        "and stop; a later run without it evaluates them, so runs compare under one machine state")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     base_file = args.out / "base.json"
@@ -203,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         run(eval_command(args, base_file), args.nice)
     base = json.loads(base_file.read_text())
     runs = [train_and_eval(args, seed) for seed in args.seeds]
+    if args.train_only:
+        if args.trl_seed is not None:
+            trl_run(args)
+        return 0
     pass_key = f"pass@{args.num_samples}"
     accuracy_key = f"eval/{base['accuracy_scorer']}"
     write_atomic(args.out / "results.md", table(base, runs, pass_key))

@@ -35,9 +35,14 @@ def test_experiment_script_runs_seeds_evals_trl_and_writes_the_table(tmp_path):
     command = [sys.executable, str(REPO / "scripts" / "learning_experiment.py"), str(config), "--seeds", "1",
                "--eval-size", "6", "--num-samples", "2", "--out", str(out), "--trl-seed", "1",
                "--trl-save-steps", "2", "--set-eval=--batch-size=4", *[x for s in sets for x in ("--set", s)]]
-    proc = subprocess.run(command, capture_output=True, text=True, env=subprocess_env() | {"OMP_NUM_THREADS": "1"},
-                          timeout=1150)
+    env = subprocess_env() | {"OMP_NUM_THREADS": "1"}
+    trained = subprocess.run([*command, "--train-only"], capture_output=True, text=True, env=env, timeout=1150)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert (out / "seed_1" / "final").exists() and list((out / "trl_seed_1").glob("checkpoint-*"))
+    assert not (out / "seed_1" / "eval.json").exists() and not (out / "results.md").exists()  # evals wait
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1150)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "grpo-train " + str(config) not in proc.stderr and "trl_recipe.py" not in proc.stderr  # trained once
     base = json.loads((out / "base.json").read_text())
     assert base["num_problems"] == 6 and "pass@2" in base["metrics"]
     result = json.loads((out / "seed_1" / "eval.json").read_text())
