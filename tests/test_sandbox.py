@@ -142,6 +142,21 @@ def test_a_jobs_peer_runs_beside_it_sharing_only_a_socket(sandbox):
         assert "peer stderr" not in r.stderr and "discarded" not in r.stdout + r.stderr
 
 
+def test_a_peer_made_ahead_gets_its_input_first_and_shares_only_a_fresh_run_directory(sandbox):
+    """Peers are made (isolated, waiting) ahead of their jobs; each job's peer reads the job's
+    `peer_input` first, finds the run's directory empty (nothing of an earlier run) and writes
+    there (the job's process reads it), and nowhere else."""
+    code = ("import socket\ns = socket.socket(fileno=3)\nanswer = s.recv(200).decode()\n"
+            "print(answer, open('from_peer').read())")
+    peer = ("import os, socket\ns = socket.socket(fileno=3)\ngot = s.recv(100).decode()\n"
+            "seen = sorted(os.listdir('.'))\nopen('from_peer', 'w').write(got)\n"
+            "try:\n    open('/tmp/outside', 'w')\n    outside = 'written'\nexcept OSError:\n    outside = 'denied'\n"
+            "s.sendall(f'{seen} {outside}'.encode())\ns.recv(1)")
+    runs = sandbox.run_many([Job(code, "", SAFE, peer=peer, peer_input=f"input-{i}".encode()) for i in range(4)])
+    assert [r.stdout for r in runs] == [f"[] denied input-{i}\n" for i in range(4)], [r.stderr for r in runs]
+    assert_nothing_left(sandbox)
+
+
 def test_a_peer_ends_with_its_run_and_shares_its_process_limit(sandbox):
     """A peer that would run forever ends when the run does; a job without a peer has no fd 3."""
     forever = "import time\nwhile True:\n    time.sleep(1)"

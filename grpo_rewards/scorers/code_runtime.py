@@ -18,7 +18,6 @@ import sys as _sys
 import time as _time
 import traceback as _traceback
 
-_PREFIX = "@@grpo@@"
 _NOTHING = object()
 
 
@@ -311,7 +310,7 @@ class _Case:
     """`with _grpo_case(i):` around test i (-2: the tests' own setup): its time limit, its
     verdict; an exception ends the test, not the tests."""
 
-    out, limit, failed, done = 1, 3.0, False, 0
+    out, limit = 1, 3.0
 
     def __init__(self, index):
         self.index = index
@@ -329,15 +328,13 @@ class _Case:
         status, detail = _classify(exc)
         if self.index >= 0:
             _report(test=self.index, status=status, detail=detail)
-            _Case.done += 1
         elif status != "passed":
             _report(phase="setup", status=status, detail=detail)
-            _Case.failed = True
         return True
 
 
 def _report(**record):
-    _os.write(_Case.out, (_PREFIX + _jsonlib.dumps(record) + "\n").encode())
+    _os.write(_Case.out, (REPORT_PREFIX + _jsonlib.dumps(record) + "\n").encode())
 
 
 def _classify(e):
@@ -415,14 +412,6 @@ def _grpo_pt(name):
 _state = {}
 
 
-def _ask_load(data):
-    """Send the program's text and the calls made ahead; the answers are read by `_loaded`, so
-    the reference's own code runs here meanwhile."""
-    _program.deadline = _time.monotonic() + _Case.limit
-    return _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"],
-                         data["ahead"])
-
-
 def _loaded(data, load):
     """The program's names that the tests read; None when it did not load (reported as phase
     solution.py)."""
@@ -476,18 +465,16 @@ def _main():
              "_grpo_pt": _grpo_pt}
     _state["space"] = space
     _sys.modules["solution"] = ProgramHandle(0, "module", True)
-    try:
-        asked = _ask_load(data)
-    except ProgramExit as exc:
-        _report(phase="solution.py", status="error", detail=str(exc))
-        return _report(done=True)
+    # The program's text and the calls made ahead went to the program's process as its first
+    # request (number 1) before this process started; the reference's own code runs meanwhile.
+    _program.number, _program.deadline = 1, _time.monotonic() + _Case.limit
     # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
     # names fill in only what the reference does not define. A pytest module imports the
     # program: it runs once the program has loaded.
     tests = compile(data["tests"], "tests.py", "exec", dont_inherit=True)
     for part in ("prompt", "setup", "pytest"):
         if part == "pytest":
-            names = _loaded(data, asked)
+            names = _loaded(data, 1)
             if names is None:
                 return _report(done=True)
         if data[part]:

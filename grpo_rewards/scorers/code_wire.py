@@ -21,6 +21,7 @@ _DECODED_SCALARS = _SCALARS | {float}  # JSON numbers are finite floats
 _HEADER = _struct.Struct("!I")
 MAX_DEPTH = 200  # nesting a value may have; deeper values do not cross
 MAX_CONTAINERS = 20_000  # lists, tuples, dicts, sets a value may hold in all; larger values do not cross
+REPORT_PREFIX = "@@grpo@@"  # starts each line of the tests' verdicts on their stdout
 
 
 class _Timeout(BaseException):
@@ -137,6 +138,12 @@ def _build(node, make_handle, depth):
     raise ValueError("unknown tag %r" % tag[:20])
 
 
+def frame(text):
+    """`text` as one frame of a channel (what `Channel.receive` returns on the other side)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return _HEADER.pack(len(data)) + data
+
+
 class Channel:
     """Length-prefixed frames over a connected socket. Bytes read are kept in the channel, so
     a frame interrupted by a signal (a test's time limit) is finished by the next read."""
@@ -145,8 +152,7 @@ class Channel:
         self.sock, self.buf = sock, bytearray()
 
     def send(self, text):
-        data = text.encode("utf-8", "surrogatepass")
-        self.sock.sendall(_HEADER.pack(len(data)) + data)
+        self.sock.sendall(frame(text))
 
     def receive(self):
         """The next frame's text; EOFError when the other side is gone."""
