@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, running, zygotes_alive
@@ -154,6 +155,17 @@ def test_a_peer_made_ahead_gets_its_input_first_and_shares_only_a_fresh_run_dire
             "s.sendall(f'{seen} {outside}'.encode())\ns.recv(1)")
     runs = sandbox.run_many([Job(code, "", SAFE, peer=peer, peer_input=f"input-{i}".encode()) for i in range(4)])
     assert [r.stdout for r in runs] == [f"[] denied input-{i}\n" for i in range(4)], [r.stderr for r in runs]
+    assert_nothing_left(sandbox)
+
+
+def test_a_peer_made_ahead_for_other_limits_is_not_taken(sandbox):
+    """The peer made ahead for the last job's limits is dropped when the next job's differ."""
+    code = "import socket\nprint(socket.socket(fileno=3).recv(20).decode())"
+    peer = ("import resource, socket\n"
+            "socket.socket(fileno=3).sendall(str(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20).encode())")
+    sizes = [256, 256, 200, 256, 200, 200]
+    runs = sandbox.run_many([Job(code, "", replace(SAFE, memory_mb=mb), peer=peer) for mb in sizes])
+    assert [r.stdout for r in runs] == [f"{mb}\n" for mb in sizes], [r.stderr for r in runs]
     assert_nothing_left(sandbox)
 
 

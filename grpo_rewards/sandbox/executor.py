@@ -240,7 +240,9 @@ class Executor:
             pid, pidns_error = self._fork(pidns)
             if pid == 0:
                 try:
-                    self._program(workdir, stdin_fd, pipes, limits, probe, pidns_error, channel, program)
+                    fds = {0: stdin_fd, 1: pipes[0][1], 2: pipes[1][1], **{PEER_FD: c for c in channel}}
+                    self._child(workdir, fds, pipes[2][1], limits, probe, pidns_error, program,
+                                os.path.join(workdir, PROGRAM))
                 finally:
                     os._exit(127)
             if peer:
@@ -294,6 +296,7 @@ class Executor:
         of a new channel, in a directory of its own; answer with its pid, the channel's other end
         and its status pipe (where a layer that failed is written)."""
         layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with its worker
+        self.pid = os.getpid()  # the parent its peers check for
         for made in itertools.count():
             message = sock.recv(1 << 20)
             if not message:
@@ -305,7 +308,18 @@ class Executor:
                 workdir = os.path.join(self.scratch, f"peer-{made}")
                 self._make_dir(workdir)
                 fds = [*(s.detach() for s in socket.socketpair()), *os.pipe()]  # channel ends, status r/w
-                pid = self._fork_peer(self._compiled(request["peer"]), fds[0], fds[3], request["limits"], workdir)
+                code, limits = self._compiled(request["peer"]), runner.parse_limits(request["limits"])
+                pid, pidns_error = self._fork("pid_namespace" in self.per_run)
+                if pid == 0:
+                    try:
+                        # Its output goes nowhere: holding the run's pipes, it would keep the run's end
+                        # waiting for its death. The next job's peer waits under the same uid while this
+                        # one runs: one more process.
+                        limits["rlimits"]["RLIMIT_NPROC"] += 1
+                        self._child(workdir, {0: None, 1: None, 2: None, PEER_FD: fds[0]}, fds[3], limits, False,
+                                    pidns_error, code, os.path.join(self.rundir, "peer.py"))
+                    finally:
+                        os._exit(127)
                 answer = {"pid": pid, "dir": workdir}
             except OSError as exc:
                 answer = {"pid": 0, "error": str(exc)}
@@ -321,30 +335,6 @@ class Executor:
         except ChildProcessError:
             pass
 
-    def _fork_peer(self, code, channel: int, status_w: int, limits: dict, workdir: str) -> int:
-        # Its own PID namespace (as the job's program has): killing the peer kills all it started.
-        isolated = False
-        if "pid_namespace" in self.per_run:
-            try:
-                layers.unshare(layers.CLONE_NEWPID)
-                isolated = True
-            except OSError:
-                pass
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1
-        if pid == 0:
-            try:
-                self._peer(code, channel, status_w, runner.parse_limits(limits), workdir)
-            finally:
-                os._exit(127)
-        if isolated:
-            layers.setns(self.own_pidns, layers.CLONE_NEWPID)
-        if pid < 0:
-            raise OSError(errno.EAGAIN, "could not fork the program's process")
-        return pid
-
     def _ask_peer(self, kind: str) -> None:
         """Ask the seed for a peer of this kind (its code and limits), taken by `_take_peer`."""
         try:
@@ -357,10 +347,14 @@ class Executor:
         """The job's peer, made ahead when the last job's was of the same kind: its directory
         becomes the run's (renamed: its Landlock rule holds the directory, not the name); returns
         the tests' end of its channel."""
-        if self.asked != kind:
-            if self.asked:
-                self._receive_peer()
-                self._end_peer()
+        if self.asked and self.asked != kind:  # made for other code or limits
+            self.asked = ""
+            try:
+                os.close(self._receive_peer())
+            except OSError:
+                pass
+            self._end_peer()
+        if not self.asked:
             self._ask_peer(kind)
         self.asked = ""
         channel = self._receive_peer()
@@ -371,9 +365,9 @@ class Executor:
         try:
             message, fds, _, _ = socket.recv_fds(self.seed, 1 << 16, 2)
         except OSError:
-            os._exit(70)
+            message = b""
         if not message:
-            os._exit(70)
+            os._exit(70)  # the seed is gone: the pool replaces this worker
         answer = json.loads(message)
         if not answer["pid"]:
             raise OSError(errno.EAGAIN, f"no process for the program: {answer['error']}")
@@ -386,23 +380,6 @@ class Executor:
             os.close(fds[0])
             raise OSError(errno.EPERM, f"the program's process: {status.partition(' ')[2].strip() or 'died'}")
         return fds[0]
-
-    def _peer(self, code, channel: int, status_w: int, limits: dict, workdir: str) -> None:
-        """In the seed's child: a job's peer, isolated as the job's program is, then waiting for
-        the job on its channel. Its output goes nowhere: holding the run's pipes, it would keep
-        the run's end waiting for its death."""
-        null = os.open(os.devnull, os.O_RDWR)
-        for target, fd in ((0, null), (1, null), (2, null), (PEER_FD, channel)):
-            os.dup2(fd, target)
-        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
-        zygote.close_fds_except({0, 1, 2, PEER_FD, status_w})
-        # The next job's peer waits under the same uid while this one runs: one more process.
-        limits["rlimits"]["RLIMIT_NPROC"] += 1
-        if not self._isolate(workdir, limits, status_w, probe=False):
-            os._exit(1)
-        os.write(status_w, b"ready\n")
-        os.close(status_w)
-        os._exit(runner.run_main(os.path.join(self.rundir, "peer.py"), code))
 
     def cleanup(self) -> None:
         if self.leftover:
@@ -424,9 +401,12 @@ class Executor:
             layers.setns(self.own_pidns, layers.CLONE_NEWPID)
         return pid, error
 
-    def _program(self, workdir: str, stdin_fd: int, pipes: list, limits: dict, probe: bool, pidns_error: str,
-                 channel: tuple, program=None) -> None:
-        status_w = fcntl.fcntl(pipes[2][1], fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
+    def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
+               path: str) -> None:
+        """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
+        `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
+        `program` (compiled; None: the file at `path`) as `python path` would run it."""
+        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
         elif pidns_error:
@@ -435,9 +415,10 @@ class Executor:
         # Its own process group, but not setsid(): with scheduler autogroups a new session costs
         # a new CFS task group (measured: ~3 ms per run here). The zygote has no terminal anyway.
         os.setpgid(0, 0)
-        for target, fd in ((0, stdin_fd), (1, pipes[0][1]), (2, pipes[1][1]), *((PEER_FD, c) for c in channel)):
-            os.dup2(fd, target)
-        zygote.close_fds_except({0, 1, 2, status_w, *((PEER_FD,) if channel else ())})
+        null = os.open(os.devnull, os.O_RDWR) if None in fds.values() else None
+        for target, fd in fds.items():
+            os.dup2(null if fd is None else fd, target)
+        zygote.close_fds_except({*fds, status_w})
         if not self._isolate(workdir, limits, status_w, probe):
             os._exit(1)
         # The zygote died during the setup (its death signal may have come too early)? In a PID
@@ -446,7 +427,7 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.run_main(os.path.join(workdir, PROGRAM), program))
+        os._exit(runner.run_main(path, program))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""

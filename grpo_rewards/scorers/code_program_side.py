@@ -75,12 +75,9 @@ def _exception_reply(exc):
         message = str(exc)
     except BaseException:  # noqa: BLE001 - its __str__ is the program's
         message = ""
-    try:
-        args = list(exc.args) if kind is base else []
-        encode(args, _stand_in)
-    except BaseException:  # noqa: BLE001
-        args = [message]
-    return ["raise", getattr(kind, "__qualname__", "Exception"), base.__name__, message, args]
+    args = list(exc.args) if kind is base else []
+    return ["raise", getattr(kind, "__qualname__", "Exception"), base.__name__, message,
+            args if _crosses(args, _stand_in) else [message]]
 
 
 def _load(code, module_name, names):

@@ -37,18 +37,18 @@ class _Program:
     """The channel to the program's process, one request at a time."""
 
     def __init__(self, channel):
-        self.channel, self.number, self.deadline, self.last = channel, 0, 0.0, _NOTHING
+        # Request 1, the program's text and the calls made ahead, was sent before this process started.
+        self.channel, self.number, self.deadline, self.last = channel, 1, _time.monotonic() + _Case.limit, _NOTHING
         self.classes = {}  # (name, builtin base) -> the class standing in for a program exception class
         self.ahead = []  # [name, encoded arguments, reply]: calls the program made in advance, in order
         self.names = {}  # handle number -> the program's global name it was read as
 
-    def send(self, op, *args, limit=None):
+    def send(self, op, *args):
+        """Send a request with what is left of the time limit; returns its number."""
         self.number += 1
-        if limit is None:
-            limit = max(0.001, self.deadline - _time.monotonic()) if self.deadline else 3600.0
-        request = encode([self.number, op, limit, *args], _ref_of)
+        limit = max(0.001, self.deadline - _time.monotonic())
         try:
-            self.channel.send(request)
+            self.channel.send(encode([self.number, op, limit, *args], _ref_of))
         except OSError:
             raise ProgramExit("the program's process ended (it exited or was killed)") from None
         return self.number
@@ -412,14 +412,14 @@ def _grpo_pt(name):
 _state = {}
 
 
-def _loaded(data, load):
-    """The program's names that the tests read; None when it did not load (reported as phase
-    solution.py)."""
+def _loaded(data):
+    """The program's names that the tests read (the answer to request 1); None when it did not
+    load (reported as phase solution.py)."""
     # The calls made ahead have a limit each, as their tests would.
     wait = _program.deadline - _time.monotonic() + _Case.limit * len(data["ahead"])
     _signal.setitimer(_signal.ITIMER_REAL, max(0.001, wait) + 0.05)
     try:
-        answer = _program.receive(load)
+        answer = _program.receive(1)
         load_reply, replies = answer[2] if answer[1] == "ok" and type(answer[2]) is list and len(answer[2]) == 2 \
             else (answer, [])
         names = _program.result(load_reply)
@@ -465,16 +465,13 @@ def _main():
              "_grpo_pt": _grpo_pt}
     _state["space"] = space
     _sys.modules["solution"] = ProgramHandle(0, "module", True)
-    # The program's text and the calls made ahead went to the program's process as its first
-    # request (number 1) before this process started; the reference's own code runs meanwhile.
-    _program.number, _program.deadline = 1, _time.monotonic() + _Case.limit
     # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
     # names fill in only what the reference does not define. A pytest module imports the
-    # program: it runs once the program has loaded.
+    # program: it runs once the program has loaded (its process loads it meanwhile).
     tests = compile(data["tests"], "tests.py", "exec", dont_inherit=True)
     for part in ("prompt", "setup", "pytest"):
         if part == "pytest":
-            names = _loaded(data, 1)
+            names = _loaded(data)
             if names is None:
                 return _report(done=True)
         if data[part]:
