@@ -37,7 +37,10 @@ def _truth_is_default(cls):
 def _stand_in(obj):
     """A Ref for `obj`, with the plain value that stands for it in comparisons where Python's
     own equality makes them equal: a builtin's subclass (an IntEnum, a namedtuple, an
-    OrderedDict), a Mapping's items, a UserList's list, an Integral's int."""
+    OrderedDict), a Mapping's items, a UserList's list, an Integral's int; an exception class
+    by name (the tests' side makes a class for it)."""
+    if isinstance(obj, type) and issubclass(obj, BaseException):
+        return ExceptionClass(*_exception_names(obj))
     return _ref(obj, _plain_value(obj))
 
 
@@ -68,16 +71,21 @@ _BASES = ((bool, bool), (int, int.__int__), (float, float.__float__), (str, str.
           (frozenset, frozenset), (set, set))
 
 
+def _exception_names(kind):
+    """An exception class's name and its nearest builtin base's."""
+    base = next(k for k in kind.__mro__ if k.__module__ == "builtins")
+    return getattr(kind, "__qualname__", "Exception"), base.__name__
+
+
 def _exception_reply(exc):
     kind = type(exc)
-    base = next(k for k in kind.__mro__ if k.__module__ == "builtins")
+    name, base = _exception_names(kind)
     try:
         message = str(exc)
     except BaseException:  # noqa: BLE001 - its __str__ is the program's
         message = ""
-    args = list(exc.args) if kind is base else []
-    return ["raise", getattr(kind, "__qualname__", "Exception"), base.__name__, message,
-            args if _crosses(args, _stand_in) else [message]]
+    args = list(exc.args) if name == base else []  # the tests' side makes the builtin itself from them
+    return ["raise", name, base, message, args if _crosses(args, _stand_in) else [message]]
 
 
 def _load(code, module_name, names):

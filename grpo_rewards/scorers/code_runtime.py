@@ -91,27 +91,35 @@ class _Program:
             raise self._rebuilt(*reply[2:])
         raise ProgramError("the program's process answered %s" % _cut(repr(reply), 120))
 
-    def _rebuilt(self, name, base_name, message, args):
-        """The program's exception as one of ours: its builtin base (ZeroDivisionError), or a class
-        of its name made here on that base; never a class of the program's."""
+    def exception_class(self, name, base_name):
+        """A program's exception class as one of ours: its builtin base (ZeroDivisionError), or a
+        class of its name made here on that base, the same one for every use of the name (so
+        `pytest.raises(solution.OwnError)` catches what the program raises); never the program's."""
         base = getattr(_builtins, base_name, None) if type(base_name) is str else None
         if not (type(base) is type and issubclass(base, BaseException)):
             base = Exception
-        name, message = _cut(str(name), 100), _cut(str(message), 2000)
-        if name == "NotPlainData":  # the program's side could not send its value
-            return NotPlainData(message)
-        if issubclass(base, SystemExit):
-            return ProgramExit("the program raised %s" % name)
-        if not issubclass(base, Exception) or issubclass(base, _Timeout):
-            return ProgramError("%s: %s" % (name, message))
+        name = _cut(str(name), 100)
         if name == base.__name__:
-            try:
-                return base(*args) if type(args) is list else base(message)
-            except BaseException:  # noqa: BLE001 - e.g. an OSError with odd arguments
-                return base(message)
+            return base
         cls = self.classes.get((name, base))
         if cls is None:
             cls = self.classes[(name, base)] = type(name, (base,), {"__module__": "solution"})
+        return cls
+
+    def _rebuilt(self, name, base_name, message, args):
+        """The program's exception as one of ours, an instance of `exception_class`."""
+        cls, message = self.exception_class(name, base_name), _cut(str(message), 2000)
+        if cls.__name__ == "NotPlainData":  # the program's side could not send its value
+            return NotPlainData(message)
+        if issubclass(cls, SystemExit):
+            return ProgramExit("the program raised %s" % cls.__name__)
+        if not issubclass(cls, Exception) or issubclass(cls, _Timeout):
+            return ProgramError("%s: %s" % (cls.__name__, message))
+        if cls.__module__ == "builtins":
+            try:
+                return cls(*args) if type(args) is list else cls(message)
+            except BaseException:  # noqa: BLE001 - e.g. an OSError with odd arguments
+                return cls(message)
         return cls(message)
 
 
@@ -268,7 +276,10 @@ _WITH_ATTRIBUTES = {}
 
 
 def _made(number, type_name, truthy, value=None):
-    """What a handle on the wire becomes here: a ProgramHandle, or its plain value with attributes."""
+    """What a handle on the wire becomes here: a ProgramHandle, its plain value with attributes,
+    or (number None) the class standing in for an exception class of the program's."""
+    if number is None:
+        return _program.exception_class(type_name, value)
     if value is None:
         return ProgramHandle(number, type_name, truthy)
     base = type(value)
