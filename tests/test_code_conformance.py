@@ -67,6 +67,13 @@ PYTEST_CASES = {
     "raises": ("def div(a, b):\n    return a / b",
                "import pytest\nfrom solution import div\n\ndef test_zero():\n    with pytest.raises(ZeroDivisionError):\n"
                "        div(1, 0)\n\ndef test_value():\n    assert div(4, 2) == 2\n\ndef test_boom():\n    div(1, 0)\n"),
+    "own_error": ("class OwnError(ValueError):\n    pass\n\ndef check(x):\n    if x < 0:\n        raise OwnError('negative')\n"
+                  "    return x",
+                  "import pytest\nfrom solution import OwnError, check\n\ndef test_raises():\n    with pytest.raises(OwnError):\n"
+                  "        check(-1)\n\ndef test_not_raised():\n    with pytest.raises(OwnError):\n        check(1)\n\n"
+                  "def test_base():\n    with pytest.raises(ValueError, match='neg'):\n        check(-2)\n\n"
+                  "def test_subclass():\n    assert issubclass(OwnError, ValueError) and not issubclass(OwnError, KeyError)\n\n"
+                  "def test_message():\n    try:\n        check(-3)\n    except OwnError as e:\n        assert str(e) == 'positive'\n"),
     "parametrize": ("def sq(x):\n    return x * x",
                     "import pytest\nfrom solution import sq\n\n@pytest.mark.parametrize('x, y', [(1, 1), (2, 4), (3, 9)])\n"
                     "def test_sq(x, y):\n    assert sq(x) == y\n\n@pytest.mark.parametrize('x', [0, 5])\ndef test_bad(x):\n"

@@ -263,7 +263,8 @@ def test_a_backend_without_peers_runs_the_same_job_through_the_launcher(scorer):
     from grpo_rewards.scorers.code_harness import harness_reports
 
     *_, [job] = scorer._prepare(Sample("", "def add(a, b):\n    return a + b if a >= 0 else 99", ADD_TEST))
-    assert job.peer and job.stdin and "99" not in job.code  # the program travels as data, never as the job's code
+    # The program travels as data to its own process only: never as the job's code or the tests' stdin.
+    assert job.peer and job.stdin and "99" not in job.code + job.stdin and b"99" in job.peer_input
     local = scorer.backend().run_many([job])[0]
     [launched] = RelaySandbox(url="http://127.0.0.1:9").run_many([job])
     for result in (local, launched):

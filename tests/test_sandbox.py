@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, running, zygotes_alive
@@ -140,6 +141,32 @@ def test_a_jobs_peer_runs_beside_it_sharing_only_a_socket(sandbox):
     for r in runs:
         assert r.status == "ok" and r.stdout == "True secret-4c1f\n", (r.stdout, r.stderr)
         assert "peer stderr" not in r.stderr and "discarded" not in r.stdout + r.stderr
+
+
+def test_a_peer_made_ahead_gets_its_input_first_and_shares_only_a_fresh_run_directory(sandbox):
+    """Peers are made (isolated, waiting) ahead of their jobs; each job's peer reads the job's
+    `peer_input` first, finds the run's directory empty (nothing of an earlier run) and writes
+    there (the job's process reads it), and nowhere else."""
+    code = ("import socket\ns = socket.socket(fileno=3)\nanswer = s.recv(200).decode()\n"
+            "print(answer, open('from_peer').read())")
+    peer = ("import os, socket\ns = socket.socket(fileno=3)\ngot = s.recv(100).decode()\n"
+            "seen = sorted(os.listdir('.'))\nopen('from_peer', 'w').write(got)\n"
+            "try:\n    open('/tmp/outside', 'w')\n    outside = 'written'\nexcept OSError:\n    outside = 'denied'\n"
+            "s.sendall(f'{seen} {outside}'.encode())\ns.recv(1)")
+    runs = sandbox.run_many([Job(code, "", SAFE, peer=peer, peer_input=f"input-{i}".encode()) for i in range(4)])
+    assert [r.stdout for r in runs] == [f"[] denied input-{i}\n" for i in range(4)], [r.stderr for r in runs]
+    assert_nothing_left(sandbox)
+
+
+def test_a_peer_made_ahead_for_other_limits_is_not_taken(sandbox):
+    """The peer made ahead for the last job's limits is dropped when the next job's differ."""
+    code = "import socket\nprint(socket.socket(fileno=3).recv(20).decode())"
+    peer = ("import resource, socket\n"
+            "socket.socket(fileno=3).sendall(str(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20).encode())")
+    sizes = [256, 256, 200, 256, 200, 200]
+    runs = sandbox.run_many([Job(code, "", replace(SAFE, memory_mb=mb), peer=peer) for mb in sizes])
+    assert [r.stdout for r in runs] == [f"{mb}\n" for mb in sizes], [r.stderr for r in runs]
+    assert_nothing_left(sandbox)
 
 
 def test_a_peer_ends_with_its_run_and_shares_its_process_limit(sandbox):

@@ -229,12 +229,10 @@ def test_creating_namespaces_or_tracing_is_denied(run):
 
 
 def _harness_run(run, sandbox, code: str, tests: list[str]):
-    from grpo_rewards.sandbox.base import Job
-    from grpo_rewards.scorers.code_harness import PROGRAM_SIDE, TESTS_SIDE, assert_input, assert_list_suite, harness_reports
+    from grpo_rewards.scorers.code_harness import assert_job, assert_list_suite, harness_reports
 
     limits = Limits(wall_s=3.0, memory_mb=256, processes=9, output_bytes=1 << 16)
-    [result] = sandbox.run_many([Job(TESTS_SIDE, assert_input(code, assert_list_suite(tests), 1.0), limits,
-                                     peer=PROGRAM_SIDE)])
+    [result] = sandbox.run_many([assert_job(code, assert_list_suite(tests), 1.0, limits)])
     return result, [r for r in harness_reports(result.stdout) if "test" in r]
 
 

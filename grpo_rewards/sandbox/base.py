@@ -53,17 +53,19 @@ class Job:
     limits and isolation, that shares nothing with it (no memory, no descriptors, no ancestor
     that held `code` or `stdin`) but a connected socket, fd 3 in both. The run is `code`'s: its
     stdout, stderr and exit make the result; the peer's output is discarded, and it ends with the
-    run."""
+    run. `peer_input`: what the peer reads first on its socket, sent on `code`'s behalf before
+    `code` starts (so the peer can work on it while `code`'s process starts)."""
 
     code: str
     stdin: str = ""
     limits: Limits = field(default_factory=Limits)
     peer: str = ""
+    peer_input: bytes = b""
 
 
 # How a backend without its own support runs a job with a peer: the job's program starts the
 # peer as a fresh interpreter (`python -I`: it holds nothing of the job's process) on one end of
-# a socket pair, then runs the job's code with the other end as fd 3.
+# a socket pair, sends the peer its input, then runs the job's code with the other end as fd 3.
 _PEER_BOOT = "import os, sys; fd = int(sys.argv[2]); fd == 3 or (os.dup2(fd, 3), os.close(fd)); exec(sys.argv[1])"
 _LAUNCH = """\
 import os, socket, subprocess, sys
@@ -71,6 +73,7 @@ _mine, _theirs = socket.socketpair()
 subprocess.Popen([sys.executable, "-I", "-c", {boot!r}, {peer!r}, str(_theirs.fileno())],
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                  pass_fds=(_theirs.fileno(),))
+_mine.sendall({peer_input!r})
 _fd = _mine.detach()
 _theirs.close()
 _fd == 3 or (os.dup2(_fd, 3), os.close(_fd))
@@ -80,7 +83,8 @@ exec(compile({code!r}, "main.py", "exec"))
 
 def launcher(job: Job) -> str:
     """One program that runs `job` (with its peer) in any Python sandbox that can start processes."""
-    return _LAUNCH.format(boot=_PEER_BOOT, peer=job.peer, code=job.code) if job.peer else job.code
+    return _LAUNCH.format(boot=_PEER_BOOT, peer=job.peer, peer_input=job.peer_input, code=job.code) \
+        if job.peer else job.code
 
 
 class SandboxBackend(ABC):

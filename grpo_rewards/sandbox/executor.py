@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import json
 import os
 import select
@@ -65,7 +66,8 @@ class Executor:
         self.per_run: set[str] = set()
         self.leftover = ""
         self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
-        self.has_peer = False  # whether the running job has a peer (its pid is the seed's answer)
+        self.asked = ""  # the kind of peer (its code and limits) last asked of the seed, not yet taken
+        self.peer: dict | None = None  # the running job's peer: pid, status fd
         self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
@@ -211,36 +213,41 @@ class Executor:
         limits = runner.parse_limits(job.get("limits") or {})
         pidns = "pid_namespace" in self.per_run or probe
         peer = job.get("peer") or ""
+        kind = json.dumps({"peer": peer, "limits": job.get("limits") or {}}) if peer else ""
         channel: tuple = ()
         try:
             workdir = self.rundir
             if os.path.lexists(workdir):  # a cleanup that did not happen
                 shutil.rmtree(workdir)
-            os.mkdir(workdir, 0o700)
-            if self.uid is not None:
-                os.chown(workdir, self.uid, self.uid)
             program = None
             if peer:  # the code of a job with a peer is the caller's, the same for many runs: compiled once here
                 program = self._compiled(job["code"])
+                channel = (self._take_peer(kind, workdir),)
+                zygote.write_all(channel[0], job.get("peer_input") or b"")  # the peer starts on it now
             else:
+                self._make_dir(workdir)
                 with open(os.path.join(workdir, PROGRAM), "w", encoding="utf-8", errors="surrogatepass") as f:
                     f.write(job["code"])
             stdin_fd = runner.stdin_fd(job.get("stdin") or "")
             pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, setup status
-            if peer:
-                channel = tuple(s.detach() for s in socket.socketpair())
         except OSError as exc:
+            for fd in channel:
+                runner.close_quietly(fd)
+            self._end_peer()
+            self.leftover = self.rundir
             return runner.result("infra", detail=f"could not prepare the run: {exc}", started=started)
         try:
             pid, pidns_error = self._fork(pidns)
             if pid == 0:
                 try:
-                    self._program(workdir, stdin_fd, pipes, limits, probe, pidns_error, channel[:1], program)
+                    fds = {0: stdin_fd, 1: pipes[0][1], 2: pipes[1][1], **{PEER_FD: c for c in channel}}
+                    self._child(workdir, fds, pipes[2][1], limits, probe, pidns_error, program,
+                                os.path.join(workdir, PROGRAM))
                 finally:
                     os._exit(127)
             if peer:
-                self.has_peer = self._start_peer(peer, channel[1], pipes, job.get("limits") or {})
-            for fd in channel:  # each end is its process's alone: a process that ends closes the channel
+                self._ask_peer(kind)  # the next job's, made while this one runs
+            for fd in channel:  # the peer's end is its process's alone: a process that ends closes the channel
                 os.close(fd)
             channel = ()
             os.close(stdin_fd)
@@ -248,6 +255,7 @@ class Executor:
                 os.close(w)
             return self._collect(pid, [r for r, _ in pipes], limits, started, probe)
         except OSError as exc:
+            self._end_peer()
             return runner.result("infra", detail=f"could not start the program: {exc}", started=started)
         finally:
             for fd in [stdin_fd, *(fd for pair in pipes for fd in pair), *channel]:
@@ -262,7 +270,12 @@ class Executor:
             code = self.compiled[source] = compile(source, PROGRAM, "exec", dont_inherit=True)
         return code
 
-    # ---- the seed: a clean process that forks each job's peer ---------------------------------
+    def _make_dir(self, path: str) -> None:
+        os.mkdir(path, 0o700)
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+
+    # ---- the seed: a clean process that forks the jobs' peers, each ahead of its job ------------
 
     def _start_seed(self) -> None:
         """Fork the seed now, before this worker has received any job: the peers it forks hold
@@ -279,56 +292,94 @@ class Executor:
         self.seed = mine
 
     def _seed(self, sock: socket.socket) -> None:
+        """Per request (a peer's code and limits): fork that peer, isolated and waiting on its end
+        of a new channel, in a directory of its own; answer with its pid, the channel's other end
+        and its status pipe (where a layer that failed is written)."""
         layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with its worker
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its peers are reaped by the kernel
-        while True:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+        self.pid = os.getpid()  # the parent its peers check for
+        for made in itertools.count():
+            message = sock.recv(1 << 20)
             if not message:
                 return
+            self._reap()  # the peers that ended (their CPU time counts as the seed's children's)
             request = json.loads(message)
-            code = self._compiled(request["peer"])
-            channel, status_w = fds
-            # Its own PID namespace (as the job's program has): killing the peer kills all it started.
-            isolated = False
-            if "pid_namespace" in self.per_run:
-                try:
-                    layers.unshare(layers.CLONE_NEWPID)
-                    isolated = True
-                except OSError:
-                    pass
-            pid = os.fork()
-            if pid == 0:
-                sock.close()
-                try:
-                    self._peer(code, channel, status_w, runner.parse_limits(request["limits"]))
-                finally:
-                    os._exit(127)
-            if isolated:
-                layers.setns(self.own_pidns, layers.CLONE_NEWPID)
+            fds: list[int] = []
+            try:
+                workdir = os.path.join(self.scratch, f"peer-{made}")
+                self._make_dir(workdir)
+                fds = [*(s.detach() for s in socket.socketpair()), *os.pipe()]  # channel ends, status r/w
+                code, limits = self._compiled(request["peer"]), runner.parse_limits(request["limits"])
+                pid, pidns_error = self._fork("pid_namespace" in self.per_run)
+                if pid == 0:
+                    try:
+                        # Its output goes nowhere: holding the run's pipes, it would keep the run's end
+                        # waiting for its death. The next job's peer waits under the same uid while this
+                        # one runs: one more process.
+                        limits["rlimits"]["RLIMIT_NPROC"] += 1
+                        self._child(workdir, {0: None, 1: None, 2: None, PEER_FD: fds[0]}, fds[3], limits, False,
+                                    pidns_error, code, os.path.join(self.rundir, "peer.py"))
+                    finally:
+                        os._exit(127)
+                answer = {"pid": pid, "dir": workdir}
+            except OSError as exc:
+                answer = {"pid": 0, "error": str(exc)}
+            socket.send_fds(sock, [json.dumps(answer).encode()], [fds[1], fds[2]] if answer["pid"] else [])
             for fd in fds:
                 os.close(fd)
-            sock.send(str(pid).encode())
 
-    def _start_peer(self, peer: str, channel: int, pipes: list, limits: dict) -> bool:
-        """Ask the seed for the job's peer (its pid, the seed's answer, is read when the run ends)."""
+    @staticmethod
+    def _reap() -> None:
         try:
-            socket.send_fds(self.seed, [json.dumps({"peer": peer, "limits": limits}).encode()], [channel, pipes[2][1]])
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+
+    def _ask_peer(self, kind: str) -> None:
+        """Ask the seed for a peer of this kind (its code and limits), taken by `_take_peer`."""
+        try:
+            self.seed.send(kind.encode())
         except OSError:
             os._exit(70)  # the seed is gone: the pool replaces this worker (a new seed needs a clean one)
-        return True
+        self.asked = kind
 
-    def _peer(self, code, channel: int, status_w: int, limits: dict) -> None:
-        """In the seed's child: the job's peer, isolated as the job's program is. Its output goes
-        nowhere: holding the run's pipes, it would keep the run's end waiting for its death."""
-        null = os.open(os.devnull, os.O_RDWR)
-        for target, fd in ((0, null), (1, null), (2, null), (PEER_FD, channel)):
-            os.dup2(fd, target)
-        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
-        zygote.close_fds_except({0, 1, 2, PEER_FD, status_w})
-        if not self._isolate(self.rundir, limits, status_w, probe=False):
-            os._exit(1)
-        os.close(status_w)
-        os._exit(runner.run_main(os.path.join(self.rundir, "peer.py"), code))
+    def _take_peer(self, kind: str, workdir: str) -> int:
+        """The job's peer, made ahead when the last job's was of the same kind: its directory
+        becomes the run's (renamed: its Landlock rule holds the directory, not the name); returns
+        the tests' end of its channel."""
+        if self.asked and self.asked != kind:  # made for other code or limits
+            self.asked = ""
+            try:
+                os.close(self._receive_peer())
+            except OSError:
+                pass
+            self._end_peer()
+        if not self.asked:
+            self._ask_peer(kind)
+        self.asked = ""
+        channel = self._receive_peer()
+        os.rename(self.peer["dir"], workdir)
+        return channel
+
+    def _receive_peer(self) -> int:
+        try:
+            message, fds, _, _ = socket.recv_fds(self.seed, 1 << 16, 2)
+        except OSError:
+            message = b""
+        if not message:
+            os._exit(70)  # the seed is gone: the pool replaces this worker
+        answer = json.loads(message)
+        if not answer["pid"]:
+            raise OSError(errno.EAGAIN, f"no process for the program: {answer['error']}")
+        self.peer = {"pid": answer["pid"], "dir": answer["dir"]}
+        try:
+            status = os.read(fds[1], 4096).decode(errors="replace")  # at once for a peer made ahead
+        finally:
+            os.close(fds[1])
+        if status != "ready\n":
+            os.close(fds[0])
+            raise OSError(errno.EPERM, f"the program's process: {status.partition(' ')[2].strip() or 'died'}")
+        return fds[0]
 
     def cleanup(self) -> None:
         if self.leftover:
@@ -350,9 +401,12 @@ class Executor:
             layers.setns(self.own_pidns, layers.CLONE_NEWPID)
         return pid, error
 
-    def _program(self, workdir: str, stdin_fd: int, pipes: list, limits: dict, probe: bool, pidns_error: str,
-                 channel: tuple, program=None) -> None:
-        status_w = fcntl.fcntl(pipes[2][1], fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
+    def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
+               path: str) -> None:
+        """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
+        `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
+        `program` (compiled; None: the file at `path`) as `python path` would run it."""
+        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
         elif pidns_error:
@@ -361,9 +415,10 @@ class Executor:
         # Its own process group, but not setsid(): with scheduler autogroups a new session costs
         # a new CFS task group (measured: ~3 ms per run here). The zygote has no terminal anyway.
         os.setpgid(0, 0)
-        for target, fd in ((0, stdin_fd), (1, pipes[0][1]), (2, pipes[1][1]), *((PEER_FD, c) for c in channel)):
-            os.dup2(fd, target)
-        zygote.close_fds_except({0, 1, 2, status_w, *((PEER_FD,) if channel else ())})
+        null = os.open(os.devnull, os.O_RDWR) if None in fds.values() else None
+        for target, fd in fds.items():
+            os.dup2(null if fd is None else fd, target)
+        zygote.close_fds_except({*fds, status_w})
         if not self._isolate(workdir, limits, status_w, probe):
             os._exit(1)
         # The zygote died during the setup (its death signal may have come too early)? In a PID
@@ -372,7 +427,7 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.run_main(os.path.join(workdir, PROGRAM), program))
+        os._exit(runner.run_main(path, program))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
@@ -489,15 +544,15 @@ class Executor:
 
     def _end_peer(self) -> None:
         """The run is over: so is its peer, and (as init of its PID namespace) all it started."""
-        if not self.has_peer:
+        peer, self.peer = self.peer, None
+        if peer is None:
             return
-        self.has_peer = False
         try:
-            pid = int(self.seed.recv(32) or 0)
-            if pid > 0:
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ValueError):
+            os.kill(peer["pid"], signal.SIGKILL)
+        except OSError:
             pass
+        if os.path.lexists(peer["dir"]):  # not taken by a run
+            shutil.rmtree(peer["dir"], ignore_errors=True)
 
     def _kill(self, pid: int) -> None:
         """Kill the program and everything it started.

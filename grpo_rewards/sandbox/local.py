@@ -159,7 +159,7 @@ class LocalSandbox(SandboxBackend):
         def chunks(todo: Iterable[Job]):
             for job in todo:
                 yield [("run", {"code": job.code, "stdin": job.stdin, "limits": asdict(job.limits),
-                                "peer": job.peer})]
+                                "peer": job.peer, "peer_input": job.peer_input})]
 
         def limit(chunk: list[tuple]) -> float:
             return chunk[0][1]["limits"]["wall_s"] + BACKSTOP_S

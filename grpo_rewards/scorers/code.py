@@ -18,9 +18,8 @@ from grpo_rewards.registry import Registry, registry_in
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
-from grpo_rewards.scorers.code_harness import (PROGRAM_SIDE, TESTS_SIDE, AssertSuite, StdioCase, assert_input,
-                                               compare_output, function_body_joined, harness_reports,
-                                               reference_helpers)
+from grpo_rewards.scorers.code_harness import (AssertSuite, StdioCase, assert_job, compare_output,
+                                               function_body_joined, harness_reports, reference_helpers)
 
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
@@ -250,8 +249,7 @@ class CodeTests(Scorer):
         suite = parsed.assert_suite
         if suite is not None:
             helpers = reference_helpers(sample.prompt_text, suite.entry_point) if suite.entry_point else ""
-            data = assert_input(code, suite, p.per_test_timeout_s, helpers)
-            job = Job(TESTS_SIDE, data, self._limits(p.timeout_s, harness=True), peer=PROGRAM_SIDE)
+            job = assert_job(code, suite, p.per_test_timeout_s, self._limits(p.timeout_s, harness=True), helpers)
             return code, "assert", suite, [job]
         wall = min(p.per_test_timeout_s, p.timeout_s)
         return code, "stdio", parsed.stdio, [Job(code, case.stdin, self._limits(wall)) for case in parsed.stdio]

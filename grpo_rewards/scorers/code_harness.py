@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_rewards.extract import fenced_blocks
-from grpo_rewards.scorers.code_wire import encode
+from grpo_rewards.sandbox.base import Job, Limits
+from grpo_rewards.scorers.code_wire import REPORT_PREFIX, encode, frame
 
 
 @dataclass
@@ -342,16 +343,19 @@ def function_body_joined(prompt: str, code: str, entry_point: str) -> str:
     return joined if _defines(joined, entry_point) else code
 
 
-def assert_input(code: str, suite: AssertSuite, per_test_s: float, helpers: str = "") -> str:
-    """The tests' process's stdin for one run: the program's text, the reference's code and limits."""
+def assert_job(code: str, suite: AssertSuite, per_test_s: float, limits: Limits, helpers: str = "") -> Job:
+    """One run of the tests: the tests' process gets the reference's code and limits on stdin; the
+    program's process gets the program's text, the names the tests read and the calls made ahead
+    as its first request (number 1), so the program's text never enters the tests' process."""
     tests = _tests_source(suite)
     wanted = _names_read(tests, suite.setup)
     wanted = (*wanted, *suite.program_names, *([suite.entry_point] if suite.entry_point else []))
-    return json.dumps({"code": code, "module": "solution" if suite.pytest_module else "__main__",
-                       "entry": suite.entry_point if suite.param else None, "names": wanted,
-                       "limit": per_test_s, "prompt": helpers, "setup": suite.setup,
-                       "pytest": suite.pytest_module or "", "tests": tests,
-                       "ahead": encode(list(calls_ahead(suite, helpers)))})
+    ahead = list(calls_ahead(suite, helpers))
+    load = encode([1, "load", per_test_s, code, "solution" if suite.pytest_module else "__main__", wanted, ahead])
+    data = json.dumps({"entry": suite.entry_point if suite.param else None, "limit": per_test_s, "prompt": helpers,
+                       "setup": suite.setup, "pytest": suite.pytest_module or "", "tests": tests,
+                       "ahead": encode(ahead)})
+    return Job(TESTS_SIDE, data, limits, peer=PROGRAM_SIDE, peer_input=frame(load))
 
 
 def clear_caches() -> None:
@@ -363,15 +367,12 @@ def clear_caches() -> None:
 def harness_reports(stdout: str) -> list[dict]:
     out = []
     for line in stdout.splitlines():
-        if line.startswith(_PREFIX):
+        if line.startswith(REPORT_PREFIX):
             try:
-                out.append(json.loads(line[len(_PREFIX):]))
+                out.append(json.loads(line[len(REPORT_PREFIX):]))
             except ValueError:
                 continue
     return out
-
-
-_PREFIX = "@@grpo@@"
 
 
 # ---- stdin/stdout comparison -----------------------------------------------------------------

@@ -18,7 +18,6 @@ import sys as _sys
 import time as _time
 import traceback as _traceback
 
-_PREFIX = "@@grpo@@"
 _NOTHING = object()
 
 
@@ -38,18 +37,18 @@ class _Program:
     """The channel to the program's process, one request at a time."""
 
     def __init__(self, channel):
-        self.channel, self.number, self.deadline, self.last = channel, 0, 0.0, _NOTHING
+        # Request 1, the program's text and the calls made ahead, was sent before this process started.
+        self.channel, self.number, self.deadline, self.last = channel, 1, _time.monotonic() + _Case.limit, _NOTHING
         self.classes = {}  # (name, builtin base) -> the class standing in for a program exception class
         self.ahead = []  # [name, encoded arguments, reply]: calls the program made in advance, in order
         self.names = {}  # handle number -> the program's global name it was read as
 
-    def send(self, op, *args, limit=None):
+    def send(self, op, *args):
+        """Send a request with what is left of the time limit; returns its number."""
         self.number += 1
-        if limit is None:
-            limit = max(0.001, self.deadline - _time.monotonic()) if self.deadline else 3600.0
-        request = encode([self.number, op, limit, *args], _ref_of)
+        limit = max(0.001, self.deadline - _time.monotonic())
         try:
-            self.channel.send(request)
+            self.channel.send(encode([self.number, op, limit, *args], _ref_of))
         except OSError:
             raise ProgramExit("the program's process ended (it exited or was killed)") from None
         return self.number
@@ -92,27 +91,35 @@ class _Program:
             raise self._rebuilt(*reply[2:])
         raise ProgramError("the program's process answered %s" % _cut(repr(reply), 120))
 
-    def _rebuilt(self, name, base_name, message, args):
-        """The program's exception as one of ours: its builtin base (ZeroDivisionError), or a class
-        of its name made here on that base; never a class of the program's."""
+    def exception_class(self, name, base_name):
+        """A program's exception class as one of ours: its builtin base (ZeroDivisionError), or a
+        class of its name made here on that base, the same one for every use of the name (so
+        `pytest.raises(solution.OwnError)` catches what the program raises); never the program's."""
         base = getattr(_builtins, base_name, None) if type(base_name) is str else None
         if not (type(base) is type and issubclass(base, BaseException)):
             base = Exception
-        name, message = _cut(str(name), 100), _cut(str(message), 2000)
-        if name == "NotPlainData":  # the program's side could not send its value
-            return NotPlainData(message)
-        if issubclass(base, SystemExit):
-            return ProgramExit("the program raised %s" % name)
-        if not issubclass(base, Exception) or issubclass(base, _Timeout):
-            return ProgramError("%s: %s" % (name, message))
+        name = _cut(str(name), 100)
         if name == base.__name__:
-            try:
-                return base(*args) if type(args) is list else base(message)
-            except BaseException:  # noqa: BLE001 - e.g. an OSError with odd arguments
-                return base(message)
+            return base
         cls = self.classes.get((name, base))
         if cls is None:
             cls = self.classes[(name, base)] = type(name, (base,), {"__module__": "solution"})
+        return cls
+
+    def _rebuilt(self, name, base_name, message, args):
+        """The program's exception as one of ours, an instance of `exception_class`."""
+        cls, message = self.exception_class(name, base_name), _cut(str(message), 2000)
+        if cls.__name__ == "NotPlainData":  # the program's side could not send its value
+            return NotPlainData(message)
+        if issubclass(cls, SystemExit):
+            return ProgramExit("the program raised %s" % cls.__name__)
+        if not issubclass(cls, Exception) or issubclass(cls, _Timeout):
+            return ProgramError("%s: %s" % (cls.__name__, message))
+        if cls.__module__ == "builtins":
+            try:
+                return cls(*args) if type(args) is list else cls(message)
+            except BaseException:  # noqa: BLE001 - e.g. an OSError with odd arguments
+                return cls(message)
         return cls(message)
 
 
@@ -269,7 +276,10 @@ _WITH_ATTRIBUTES = {}
 
 
 def _made(number, type_name, truthy, value=None):
-    """What a handle on the wire becomes here: a ProgramHandle, or its plain value with attributes."""
+    """What a handle on the wire becomes here: a ProgramHandle, its plain value with attributes,
+    or (number None) the class standing in for an exception class of the program's."""
+    if number is None:
+        return _program.exception_class(type_name, value)
     if value is None:
         return ProgramHandle(number, type_name, truthy)
     base = type(value)
@@ -311,7 +321,7 @@ class _Case:
     """`with _grpo_case(i):` around test i (-2: the tests' own setup): its time limit, its
     verdict; an exception ends the test, not the tests."""
 
-    out, limit, failed, done = 1, 3.0, False, 0
+    out, limit = 1, 3.0
 
     def __init__(self, index):
         self.index = index
@@ -329,15 +339,13 @@ class _Case:
         status, detail = _classify(exc)
         if self.index >= 0:
             _report(test=self.index, status=status, detail=detail)
-            _Case.done += 1
         elif status != "passed":
             _report(phase="setup", status=status, detail=detail)
-            _Case.failed = True
         return True
 
 
 def _report(**record):
-    _os.write(_Case.out, (_PREFIX + _jsonlib.dumps(record) + "\n").encode())
+    _os.write(_Case.out, (REPORT_PREFIX + _jsonlib.dumps(record) + "\n").encode())
 
 
 def _classify(e):
@@ -415,22 +423,14 @@ def _grpo_pt(name):
 _state = {}
 
 
-def _ask_load(data):
-    """Send the program's text and the calls made ahead; the answers are read by `_loaded`, so
-    the reference's own code runs here meanwhile."""
-    _program.deadline = _time.monotonic() + _Case.limit
-    return _program.send("load", data["code"], data["module"], _os.path.abspath("solution.py"), data["names"],
-                         data["ahead"])
-
-
-def _loaded(data, load):
-    """The program's names that the tests read; None when it did not load (reported as phase
-    solution.py)."""
+def _loaded(data):
+    """The program's names that the tests read (the answer to request 1); None when it did not
+    load (reported as phase solution.py)."""
     # The calls made ahead have a limit each, as their tests would.
     wait = _program.deadline - _time.monotonic() + _Case.limit * len(data["ahead"])
     _signal.setitimer(_signal.ITIMER_REAL, max(0.001, wait) + 0.05)
     try:
-        answer = _program.receive(load)
+        answer = _program.receive(1)
         load_reply, replies = answer[2] if answer[1] == "ok" and type(answer[2]) is list and len(answer[2]) == 2 \
             else (answer, [])
         names = _program.result(load_reply)
@@ -476,18 +476,13 @@ def _main():
              "_grpo_pt": _grpo_pt}
     _state["space"] = space
     _sys.modules["solution"] = ProgramHandle(0, "module", True)
-    try:
-        asked = _ask_load(data)
-    except ProgramExit as exc:
-        _report(phase="solution.py", status="error", detail=str(exc))
-        return _report(done=True)
     # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
     # names fill in only what the reference does not define. A pytest module imports the
-    # program: it runs once the program has loaded.
+    # program: it runs once the program has loaded (its process loads it meanwhile).
     tests = compile(data["tests"], "tests.py", "exec", dont_inherit=True)
     for part in ("prompt", "setup", "pytest"):
         if part == "pytest":
-            names = _loaded(data, asked)
+            names = _loaded(data)
             if names is None:
                 return _report(done=True)
         if data[part]:

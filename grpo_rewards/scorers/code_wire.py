@@ -21,10 +21,21 @@ _DECODED_SCALARS = _SCALARS | {float}  # JSON numbers are finite floats
 _HEADER = _struct.Struct("!I")
 MAX_DEPTH = 200  # nesting a value may have; deeper values do not cross
 MAX_CONTAINERS = 20_000  # lists, tuples, dicts, sets a value may hold in all; larger values do not cross
+REPORT_PREFIX = "@@grpo@@"  # starts each line of the tests' verdicts on their stdout
 
 
 class _Timeout(BaseException):
     """A run past its limit, on either side (both run this file as their prelude)."""
+
+
+class ExceptionClass:
+    """An exception class of the program's, by name and nearest builtin base (`["X", name, base]`
+    on the wire): the tests' side has a class of its own for it."""
+
+    __slots__ = ("name", "base")
+
+    def __init__(self, name, base):
+        self.name, self.base = name, base
 
 
 class NotPlainData(TypeError):
@@ -79,6 +90,8 @@ def _tagged(v, handle_of, depth, budget):
         if v.value is not None:
             return ["V", _tagged(v.value, handle_of, d, budget), v.id, v.type_name]
         return ["H", v.id, v.type_name, bool(v.truthy)]
+    if t is ExceptionClass:
+        return ["X", str(v.name), str(v.base)]
     if t is type and getattr(_builtins, v.__name__, None) is v:
         return ["Y", v.__name__]  # a builtin class (an annotation, a type check): the other side's own
     stand_in = handle_of(v) if handle_of is not None else None
@@ -94,7 +107,8 @@ _FLOATS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
 
 def decode(text, make_handle):
     """Plain data from tagged JSON text; `["H", id, name, truthy]` becomes `make_handle(id, name,
-    truthy)`, `["V", value, id, name]` `make_handle(id, name, True, value)`; `["Y", name]` is
+    truthy)`, `["V", value, id, name]` `make_handle(id, name, True, value)`, `["X", name, base]`
+    `make_handle(None, name, False, base)`; `["Y", name]` is
     this side's builtin class of that name.
     Raises ValueError for anything that is not a well-formed value."""
     try:
@@ -130,11 +144,19 @@ def _build(node, make_handle, depth):
         return make_handle(items[0], items[1][:100], items[2] is True)
     if tag == "V" and len(items) == 3 and type(items[1]) is int and type(items[2]) is str and make_handle:
         return make_handle(items[1], items[2][:100], True, _build(items[0], make_handle, d))
+    if tag == "X" and len(items) == 2 and type(items[0]) is str and type(items[1]) is str and make_handle:
+        return make_handle(None, items[0][:100], False, items[1][:100])
     if tag == "Y" and len(items) == 1 and type(items[0]) is str:
         found = getattr(_builtins, items[0], None)
         if type(found) is type:
             return found
     raise ValueError("unknown tag %r" % tag[:20])
+
+
+def frame(text):
+    """`text` as one frame of a channel (what `Channel.receive` returns on the other side)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return _HEADER.pack(len(data)) + data
 
 
 class Channel:
@@ -145,8 +167,7 @@ class Channel:
         self.sock, self.buf = sock, bytearray()
 
     def send(self, text):
-        data = text.encode("utf-8", "surrogatepass")
-        self.sock.sendall(_HEADER.pack(len(data)) + data)
+        self.sock.sendall(frame(text))
 
     def receive(self):
         """The next frame's text; EOFError when the other side is gone."""
