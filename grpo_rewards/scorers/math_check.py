@@ -232,14 +232,62 @@ def _prime_forms(count: int) -> list[str]:
     return [item() for _ in range(count)]
 
 
+# The parser's cost is learning the token sequences it has not met, so the priming corpus also holds
+# expressions as programs print them (sympy's LaTeX and plain printers, the style of generated golds
+# and of many models' answers): products of parenthesised factors, symbolic powers, fractions of them.
+_PRINTED_SYMBOLS = "x n k a b m r t y"
+_PRINTED_ITEMS = 600
+
+
+def _printed_forms(count: int) -> list[str]:
+    import sympy  # heavy: the zygote has it already
+
+    rng = random.Random(20261207)
+    symbols = sympy.symbols(_PRINTED_SYMBOLS)
+
+    def atom() -> Any:
+        pick = rng.random()
+        if pick < 0.45:
+            return rng.choice(symbols[:4] if rng.random() < 0.7 else symbols)
+        if pick < 0.8:
+            return sympy.Integer(rng.randint(1, 12))
+        return sympy.sqrt(rng.choice((2, 3, 5, 7))) if pick < 0.9 else sympy.pi
+
+    def expr(depth: int) -> Any:
+        if depth == 0:
+            return atom()
+        a, b, pick = expr(depth - 1), expr(depth - 1), rng.random()
+        if pick < 0.3:
+            return a + rng.choice((1, -1, 2, -3)) * b
+        if pick < 0.5:
+            return a * b
+        if pick < 0.62:
+            return a / b
+        if pick < 0.75:
+            return a ** rng.choice((2, 3, -1, symbols[0], symbols[1], symbols[1] - 1))
+        if pick < 0.82:
+            return sympy.factorial(rng.choice(symbols[:4]) * rng.randint(1, 2))
+        if pick < 0.9:
+            return sympy.sqrt(a)
+        return (a + rng.randint(1, 5)) * (b - rng.randint(1, 5))
+
+    out: list[str] = []
+    while len(out) < count:
+        value = expr(rng.choice((1, 2, 2, 3)))
+        out += [f for f in (sympy.latex(value), str(value).replace("**", "^")) if len(f) < 80]
+    return out[:count]
+
+
 _primed: list[str] | None = None
 
 
 def prime_parser() -> bool:
-    """Parse the next generated form (the pool's zygote calls this until it returns False)."""
+    """Parse the next priming form (the pool's zygote calls this until it returns False)."""
     global _primed
     if _primed is None:
-        _primed = _prime_forms(_PRIME_ITEMS)
+        forms = _prime_forms(_PRIME_ITEMS), _printed_forms(_PRINTED_ITEMS)
+        _primed = [f for pair in zip(*forms) for f in pair] + forms[1][len(forms[0]):]
+        _primed.reverse()  # popped from the end: the two kinds alternate
     if not _primed:
         return False
     _parse("\\boxed{" + _primed.pop() + "}", ("latex", "expr"))
