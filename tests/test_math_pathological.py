@@ -231,7 +231,7 @@ def test_priming_runs_once_in_the_zygote_and_every_worker_inherits_it():
     # for forks that have it, and a worker killed for a timeout is replaced by another primed fork.
     pool = WorkerPool("builtins:eval", size=2, init="grpo_rewards.scorers.math_check:warm_up",
                       prime="grpo_rewards.scorers.math_check:prime_parser")
-    left = _probe("-1 if m._primed is None else len(m._primed)")
+    left = _probe("-1 if m._prime_left is None else m._prime_left")
     try:
         first = [chunk[0].value for chunk in pool.map([[left], [left]], 5)]
         # forked and served before the zygote's priming began (-1: its first prime step had not run,

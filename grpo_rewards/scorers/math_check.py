@@ -21,6 +21,7 @@ import random
 import re
 from collections import OrderedDict
 from fractions import Fraction
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from grpo_rewards.scorers import math_patches
@@ -239,7 +240,8 @@ _PRINTED_SYMBOLS = "x n k a b m r t y"
 _PRINTED_ITEMS = 600
 
 
-def _printed_forms(count: int) -> list[str]:
+def _printed_forms(count: int) -> Iterator[str]:
+    """`count` forms, made one at a time (a priming step is short: making them all at once is not)."""
     import sympy  # heavy: the zygote has it already
 
     rng = random.Random(20261207)
@@ -271,27 +273,36 @@ def _printed_forms(count: int) -> list[str]:
             return sympy.sqrt(a)
         return (a + rng.randint(1, 5)) * (b - rng.randint(1, 5))
 
-    out: list[str] = []
-    while len(out) < count:
+    while count > 0:
         value = expr(rng.choice((1, 2, 2, 3)))
-        out += [f for f in (sympy.latex(value), str(value).replace("**", "^")) if len(f) < 80]
-    return out[:count]
+        for form in (sympy.latex(value), str(value).replace("**", "^")):
+            if len(form) < 80 and count > 0:
+                count -= 1
+                yield form
 
 
-_primed: list[str] | None = None
+def _priming_forms() -> Iterator[str]:
+    printed = _printed_forms(_PRINTED_ITEMS)
+    for form in _prime_forms(_PRIME_ITEMS):
+        yield form
+        yield next(printed)
+    yield from printed
+
+
+_priming: Iterator[str] | None = None
+_prime_left: int | None = None  # forms still to parse; None before the first step
 
 
 def prime_parser() -> bool:
     """Parse the next priming form (the pool's zygote calls this until it returns False)."""
-    global _primed
-    if _primed is None:
-        forms = _prime_forms(_PRIME_ITEMS), _printed_forms(_PRINTED_ITEMS)
-        _primed = [f for pair in zip(*forms) for f in pair] + forms[1][len(forms[0]):]
-        _primed.reverse()  # popped from the end: the two kinds alternate
-    if not _primed:
-        return False
-    _parse("\\boxed{" + _primed.pop() + "}", ("latex", "expr"))
-    return bool(_primed)
+    global _priming, _prime_left
+    if _priming is None:
+        _priming, _prime_left = _priming_forms(), _PRIME_ITEMS + _PRINTED_ITEMS
+    form = next(_priming, None)
+    if form is not None:
+        _parse("\\boxed{" + form + "}", ("latex", "expr"))
+    _prime_left = 0 if form is None else _prime_left - 1
+    return _prime_left > 0
 
 
 # Plain numerals, as an extracted answer or an `auto` gold holds them (no delimiters). Each form
