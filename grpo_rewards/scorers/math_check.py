@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import cmath
 import importlib
+import itertools
 import logging
 import random
 import re
 from collections import OrderedDict
-from fractions import Fraction
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 from grpo_rewards.scorers import math_patches
@@ -283,9 +284,9 @@ def _printed_forms(count: int) -> Iterator[str]:
 
 def _priming_forms() -> Iterator[str]:
     printed = _printed_forms(_PRINTED_ITEMS)
-    for form in _prime_forms(_PRIME_ITEMS):
+    for form in _prime_forms(_PRIME_ITEMS):  # the two kinds alternate
         yield form
-        yield next(printed)
+        yield from itertools.islice(printed, 1)
     yield from printed
 
 
