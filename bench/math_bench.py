@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         scorer.score(warm_samples[:1])
         startup = time.perf_counter() - t0
         pool = scorer._ensure_pool()
-        if not pool.wait_primed(120):
+        if not pool.wait_primed(600):
             sys.exit("the math workers' priming did not finish")
         primed = time.perf_counter() - t0
         pids = [pool.zygote_pid] + pool.pids

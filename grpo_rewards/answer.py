@@ -79,11 +79,21 @@ def _thousands(text: str) -> str:
     return "".join(out) + text[pos:]
 
 
+# A character without which no step of `normalise` but the whitespace folding can change a text.
+_PRESENTATION = re.compile(r"[\\$~,{%°€£¥₹₩₽`\x01\u00a0\u2000-\u200a\u202f\u205f\u3000]|\*\*|__")
+
+
 def normalise(text: str) -> str:
     """The answer text with presentation removed: spacing, thousands separators, degree, percent
     and currency marks, math delimiters, sizing commands, boxes and text wrappers (units in
     `\\text{}` become words, which `read` treats as units). Applied to gold and answer alike."""
     text = text[:MAX_REGION]
+    if _PRESENTATION.search(text):
+        text = _without_presentation(text)
+    return "\n".join(" ".join(line.split()) for line in text.split("\n") if line.strip())
+
+
+def _without_presentation(text: str) -> str:
     text = _SPACING.sub("\x01", text)
     text = _THOUSANDS_GAP.sub("", text).replace("\x01", " ")
     text = _BRACED_COMMA.sub("", text)
@@ -93,8 +103,7 @@ def normalise(text: str) -> str:
     text = _CURRENCY.sub(" ", text)
     text = _SIZING.sub("", _DELIMITER.sub(" ", text))
     text = _FRAC.sub(r"\\frac", text)
-    text = _EMPHASIS.sub(" ", _unwrap(text))
-    return "\n".join(" ".join(line.split()) for line in text.split("\n") if line.strip())
+    return _EMPHASIS.sub(" ", _unwrap(text))
 
 
 def choice_letter(text: str) -> str | None:
@@ -259,9 +268,10 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
     beside = _preceding(before, numeric_gold) + _following(after, numeric_gold)
     if "\\begin{" in region:  # a matrix or an environment: one value, read by math-verify as written
         return Reading(region.strip(), beside, text=True)
-    if _DECIMAL_COMMA.fullmatch(normalise(region)):  # one number
-        return Reading(normalise(region).strip(), beside)
-    text = _slashes_as_or(_LOGICAL_OR.sub(" or ", normalise(region)), letter_gold)
+    region = normalise(region)
+    if _DECIMAL_COMMA.fullmatch(region):  # one number
+        return Reading(region.strip(), beside)
+    text = _slashes_as_or(_LOGICAL_OR.sub(" or ", region), letter_gold)
     if _bar_is_or(text):
         text = text.replace("|", " or ")
     letter = re.match(r"\s*\(?([A-J])(?:\)|\.(?=\s)|:|\s*$)", text) if letter_gold else None

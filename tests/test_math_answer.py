@@ -6,7 +6,10 @@ import time
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from grpo_rewards import answer
 from grpo_rewards.answer import choice_letter, normalise, question_numbers, read, restates
 
 
@@ -18,6 +21,22 @@ from grpo_rewards.answer import choice_letter, normalise, question_numbers, read
 ])
 def test_normalise(text, expected):
     assert normalise(text) == expected
+
+
+# Pieces of every kind `normalise` removes, and plain ones, so that generated texts mix both.
+_PIECES = ["5", "12", "000", ",", ".", " ", "\n", "x", "cm", "\\", "\\,", "{", "}", "$", "%", "\\%", "^", "\\circ",
+           "°", "~", "*", "**", "_", "__", "`", "\u2009", "\u00a0", "\x01", "\\text{", "\\left(", "\\right)", "\\dfrac",
+           "€", "\\$", "(", ")", "-", "/", "or"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_normalise_skips_only_texts_it_would_leave_alone(pieces):
+    """The full pass runs only where a presentation character is present: on every other text it
+    changes nothing but whitespace, so both roads give the same result."""
+    text = "".join(pieces)
+    folded = "\n".join(" ".join(line.split()) for line in answer._without_presentation(text).split("\n") if line.strip())
+    assert normalise(text) == folded
 
 
 @pytest.mark.parametrize("text", [

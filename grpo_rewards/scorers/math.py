@@ -279,12 +279,14 @@ class MathAccuracy(Scorer):
 
     def _chunks(self, keys: list[Key]) -> list[tuple[list[tuple], list[Key]]]:
         """One gold's pairs together, each chunk led by a gold task so that a gold that hangs
-        costs one limit, not one per answer. Small batches get small chunks, so that the workers
-        finish together (a chunk can cost 100x another); large ones larger, to save messages."""
+        costs one limit, not one per answer. A gold's pairs stay in one chunk unless the batch has
+        fewer than two chunks' worth per worker: a gold split over two workers is parsed, and its
+        answers' forms learnt by the parser, in both. Small batches are split so that the workers
+        finish together (a chunk can cost 100x another)."""
         by_gold: dict[str, list[Key]] = {}
         for key in keys:
             by_gold.setdefault(key[0], []).append(key)
-        per_chunk = min(MAX_CHUNK, max(MIN_CHUNK, len(keys) // (8 * self._ensure_pool().size)))
+        per_chunk = min(MAX_CHUNK, max(MIN_CHUNK, len(keys) // (2 * self._ensure_pool().size)))
         chunks = []
         for gold, group in by_gold.items():
             for start in range(0, len(group), per_chunk):

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import cmath
 import importlib
+import itertools
 import logging
 import random
 import re
 from collections import OrderedDict
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -232,18 +234,76 @@ def _prime_forms(count: int) -> list[str]:
     return [item() for _ in range(count)]
 
 
-_primed: list[str] | None = None
+# The parser's cost is learning the token sequences it has not met, so the priming corpus also holds
+# expressions as programs print them (sympy's LaTeX and plain printers, the style of generated golds
+# and of many models' answers): products of parenthesised factors, symbolic powers, fractions of them.
+_PRINTED_SYMBOLS = "x n k a b m r t y"
+_PRINTED_ITEMS = 600
+
+
+def _printed_forms(count: int) -> Iterator[str]:
+    """`count` forms, made one at a time (a priming step is short: making them all at once is not)."""
+    import sympy  # heavy: the zygote has it already
+
+    rng = random.Random(20261207)
+    symbols = sympy.symbols(_PRINTED_SYMBOLS)
+
+    def atom() -> Any:
+        pick = rng.random()
+        if pick < 0.45:
+            return rng.choice(symbols[:4] if rng.random() < 0.7 else symbols)
+        if pick < 0.8:
+            return sympy.Integer(rng.randint(1, 12))
+        return sympy.sqrt(rng.choice((2, 3, 5, 7))) if pick < 0.9 else sympy.pi
+
+    def expr(depth: int) -> Any:
+        if depth == 0:
+            return atom()
+        a, b, pick = expr(depth - 1), expr(depth - 1), rng.random()
+        if pick < 0.3:
+            return a + rng.choice((1, -1, 2, -3)) * b
+        if pick < 0.5:
+            return a * b
+        if pick < 0.62:
+            return a / b
+        if pick < 0.75:
+            return a ** rng.choice((2, 3, -1, symbols[0], symbols[1], symbols[1] - 1))
+        if pick < 0.82:
+            return sympy.factorial(rng.choice(symbols[:4]) * rng.randint(1, 2))
+        if pick < 0.9:
+            return sympy.sqrt(a)
+        return (a + rng.randint(1, 5)) * (b - rng.randint(1, 5))
+
+    while count > 0:
+        value = expr(rng.choice((1, 2, 2, 3)))
+        for form in (sympy.latex(value), str(value).replace("**", "^")):
+            if len(form) < 80 and count > 0:
+                count -= 1
+                yield form
+
+
+def _priming_forms() -> Iterator[str]:
+    printed = _printed_forms(_PRINTED_ITEMS)
+    for form in _prime_forms(_PRIME_ITEMS):  # the two kinds alternate
+        yield form
+        yield from itertools.islice(printed, 1)
+    yield from printed
+
+
+_priming: Iterator[str] | None = None
+_prime_left: int | None = None  # forms still to parse; None before the first step
 
 
 def prime_parser() -> bool:
-    """Parse the next generated form (the pool's zygote calls this until it returns False)."""
-    global _primed
-    if _primed is None:
-        _primed = _prime_forms(_PRIME_ITEMS)
-    if not _primed:
-        return False
-    _parse("\\boxed{" + _primed.pop() + "}", ("latex", "expr"))
-    return bool(_primed)
+    """Parse the next priming form (the pool's zygote calls this until it returns False)."""
+    global _priming, _prime_left
+    if _priming is None:
+        _priming, _prime_left = _priming_forms(), _PRIME_ITEMS + _PRINTED_ITEMS
+    form = next(_priming, None)
+    if form is not None:
+        _parse("\\boxed{" + form + "}", ("latex", "expr"))
+    _prime_left = 0 if form is None else _prime_left - 1
+    return _prime_left > 0
 
 
 # Plain numerals, as an extracted answer or an `auto` gold holds them (no delimiters). Each form
