@@ -404,14 +404,15 @@ def restates(head: str, prompt_numbers: set[Fraction]) -> bool:
     """True when `head` is an operation on the question's own numbers with nothing computed: its
     numbers (identity factors `\\times 1`, `+0`, `^1` dropped; braces and `\\left`/`\\right`
     looked through) all occur in the question, and it is not a single number or a fraction in
-    lowest terms (`\\frac{3}{4}` is a value)."""
+    lowest terms (`\\frac{3}{4}` is a value). An operation that identities reduce to one of the
+    question's numbers (`0+2`, `2\\times1`, `2^1`) hands that number back undone: a restatement."""
     text = normalise(head)
     text = text.rsplit("=", 1)[-1]  # `x = 17 \times 23`: the value side
     text = re.sub(r"[{}]", " ", text)
+    if _COMPUTED_VALUE.fullmatch(text):
+        return False  # a value as written
     for _ in range(4):
         text = _IDENTITY.sub(lambda m: " " + (m.group(1) or "") + " ", text)
-    if _COMPUTED_VALUE.fullmatch(text):
-        return False
     used = _numbers(text)
     if not used:
         return False

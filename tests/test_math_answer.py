@@ -78,6 +78,14 @@ def test_restatements_read_the_question_in_digits_and_words():
         assert not restates(head, numbers), head
 
 
+def test_identities_that_hand_back_a_question_number_restate_it():
+    numbers = question_numbers("What is 0 + 2?")
+    for head in ["0+2", "2 \\times 1", "2^{1}", "1 \\cdot 2", "2 + 0", "x = 0 + 2"]:
+        assert restates(head, numbers), head
+    for head in ["2", "x = 2", "2.0"]:
+        assert not restates(head, numbers), head
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("text", ["\\boxed{" * 2000 + "5" + "}" * 2000, "(" * 4000, "5 or " * 1000, "5, " * 2000,
                                   "\\text{" * 1000, "a b " * 1000])
