@@ -10,6 +10,7 @@ batches in a bounded LRU cache.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
@@ -65,6 +66,7 @@ UNIT_SEP, STREAM_SEP = "\x00", "\x01"
 # Characters per numpy pass: bounds the arrays (a few times 8 bytes per character).
 _CHUNK_CHARS = 1 << 20
 _CHUNK_TEXTS = 1 << 16  # within the 20 bits a sort key leaves for a text's index
+_RUN_TEXTS = 512  # texts per pass of `repeated_runs` (about 1 M characters at 2 kB each)
 _BASE = 0x9E3779B97F4A7C15  # odd, so invertible modulo 2**64
 # A span's hash keeps this many high bits; the text's index fills the rest of the 64-bit sort key.
 _HASH_BITS = 44
@@ -154,20 +156,25 @@ def containing(texts: Sequence[str], table) -> list[bool]:
     return out
 
 
-def repeated_runs(streams: Sequence[str], run_chars: int) -> list[tuple[int, int]]:
-    """(units, repeated runs) of each stream (units joined by `UNIT_SEP`): a run is the `run_chars`
-    characters from a unit's start, repeated when the same characters ran from an earlier unit of the
-    same stream (compared by `_span_hashes`)."""
+def repeated_runs(token_lists: Sequence[Sequence[str]], unit_table: dict[str, str],
+                  run_chars: int) -> list[tuple[int, int]]:
+    """(units, repeated runs) of each text, given as its tokens and `unit_table` (a token's units joined by
+    `UNIT_SEP`): a run is the `run_chars` characters from a unit's start, whitespace left out, repeated
+    when the same characters ran from an earlier unit of the same text (compared by `_span_hashes`)."""
     import numpy as np
 
     out: list[tuple[int, int]] = []
-    for chunk in _chunks(streams):
-        codes = _code_points(chunk, STREAM_SEP)
+    end_of_text = (STREAM_SEP,)
+    for start in range(0, len(token_lists), _RUN_TEXTS):
+        chunk = token_lists[start : start + _RUN_TEXTS]
+        joined = UNIT_SEP.join(itertools.chain.from_iterable(
+            itertools.chain(map(unit_table.__getitem__, tokens), end_of_text) for tokens in chunk))
+        codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         is_char = codes > 1
         marks = np.flatnonzero(~is_char)
         chars = codes[is_char]
-        # In the characters without separators: where each unit starts, where each stream ends; a unit
-        # that ends where it starts (a token with no units, an empty stream) is none.
+        # In the characters without separators: where each unit starts, where each text ends; a unit
+        # that ends where it starts (next to a text's end, a token with no units, an empty text) is none.
         after_mark = marks - np.arange(len(marks))
         ends = after_mark[codes[marks] == 1]
         starts = np.concatenate(([0], after_mark[:-1]))

@@ -226,9 +226,8 @@ def content_lengths(texts: Sequence[str]) -> list[int]:
     shown = [max(sum(map(len, tokens)) + len(tokens) - 1, 0) for tokens in token_lists]
     long = [i for i, n in enumerate(shown) if n > REPEAT_CHARS]
     long_tokens = [token_lists[i] for i in long]
-    unit_table = _TOKEN_UNITS.table()  # a token's units joined by UNIT_SEP
-    streams = [UNIT_SEP.join(map(unit_table.__getitem__, tokens)) for tokens in long_tokens]
-    for i, (units, repeated) in zip(long, repeated_runs(streams, REPEAT_CHARS), strict=True):
+    runs = repeated_runs(long_tokens, _TOKEN_UNITS.table(), REPEAT_CHARS)
+    for i, (units, repeated) in zip(long, runs, strict=True):
         if repeated:
             shown[i] = round(shown[i] * (1 - repeated / units))
     return shown
