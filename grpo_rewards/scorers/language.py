@@ -121,7 +121,8 @@ class LanguageConsistency(Scorer):
 
     def __init__(self, params: Any = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
-        self._in_target = "[" + "".join(rf"\p{{Script={s}}}" for s in scripts_of(self.params.target)) + "]"
+        # Script_Extensions: a character several scripts share (Japanese `ー`, Script Common) is each one's.
+        self._in_target = "[" + "".join(rf"\p{{Script_Extensions={s}}}" for s in scripts_of(self.params.target)) + "]"
         if self.params.method == "langid" and importlib.util.find_spec("py3langid") is None:
             raise ImportError("language_consistency method 'langid' needs py3langid: "
                               "pip install 'grpo-rewards[langid]'")
