@@ -170,10 +170,6 @@ def word_hashes(texts: Sequence[str], lowercase: bool = True, fold: bool = True)
     return [b"".join(map(table.__getitem__, tokens)) for tokens in token_lists]
 
 
-def _hashed(words: Sequence[str]) -> bytes:
-    return struct.pack(f"<{len(words)}q", *map(hash, words))
-
-
 def _token_words(token: str, lowercase: bool) -> tuple[str, ...]:
     folded = _fold(token, lowercase)
     if folded.isalnum() and folded.isascii() and len(folded) <= MAX_WORD_CHARS:
@@ -185,12 +181,16 @@ def _token_words(token: str, lowercase: bool) -> tuple[str, ...]:
 
 
 def _token_word_hashes(token: str, lowercase: bool) -> bytes:
-    return _hashed(_token_words(token, lowercase))
+    words = _token_words(token, lowercase)
+    return _pack_one(hash(words[0])) if len(words) == 1 else struct.pack(f"<{len(words)}q", *map(hash, words))
+
+
+_pack_one = struct.Struct("<q").pack
 
 
 # Folded words of a token, as hashes, by `lowercase`; and a token as a word of its own (no folding).
 _TOKEN_WORDS = {case: TokenAnalysis(functools.partial(_token_word_hashes, lowercase=case)) for case in (True, False)}
-_TOKEN_AS_WORD = TokenAnalysis(lambda token: _hashed((token,)))
+_TOKEN_AS_WORD = TokenAnalysis(lambda token: _pack_one(hash(token)))
 
 
 # Code as markdown shows it: fenced blocks (an unclosed fence runs to the end) and inline spans.
