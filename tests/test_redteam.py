@@ -219,3 +219,28 @@ def test_honest_completions_keep_their_credit():
         assert value >= row["before"]["language"] - 1e-4, row["id"]  # stored rounded to 4 places
     steps = text.ReasoningSteps(target_steps=10).score(samples)
     assert [s.value for s in steps] == [row["before"]["steps"] for row in HONEST]
+
+
+@pytest.mark.timeout(300)
+def test_generated_honest_completions_get_full_credit():
+    """Several hundred honest completions (eight languages; prose, steps, bullets, tables, LaTeX, code):
+    every text scorer gives each one full credit, and none of it is counted as padding or a loop."""
+    from _honest_text_corpus import honest_corpus
+
+    from grpo_rewards.scorers import text
+    from grpo_rewards.scorers.textutil import visible_text
+
+    rows = honest_corpus()
+    samples = [Sample("", row["completion"]) for row in rows]
+    assert len(rows) >= 400 and len({row["language"] for row in rows}) >= 8
+    for name, scorer in {"think_format": text.ThinkFormat(), "tag_count": text.TagCount()}.items():
+        assert [s.value for s in scorer.score(samples)] == [1.0] * len(rows), name
+    for row, score in zip(rows, text.Length(target=1000).score(samples), strict=True):
+        assert score.info["length"] == len(" ".join(visible_text(row["completion"]).split())), row["id"]
+    for row, score in zip(rows, text.Repetition().score(samples), strict=True):
+        assert score.value >= -0.05, (row["id"], score.info)
+    for language in {row["language"] for row in rows}:
+        mine = [(row, sample) for row, sample in zip(rows, samples, strict=True) if row["language"] == language]
+        scores = text.LanguageConsistency(target=language).score([sample for _, sample in mine])
+        assert [s.value for s in scores] == [1.0] * len(mine), [(r["id"], s.info) for (r, _), s in zip(mine, scores)
+                                                                 if s.value != 1.0][:3]

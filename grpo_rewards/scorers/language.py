@@ -22,8 +22,9 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorers.textbatch import char_table, script_counts
 from grpo_rewards.scorers.textutil import (
-    CODE_SPANS, UNSPACED_SCRIPTS, completion_text, reasoning_text, visible_text,
+    CODE_SPANS, UNSPACED_SCRIPTS, completion_text, reasoning_text, visible_texts,
 )
 
 _LATIN = ("af ca cs cy da de en es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no pl pt ro sk sl sq sv sw "
@@ -41,7 +42,6 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
 _NON_LETTERS = regex.compile(r"\P{L}+")
 # Scripts written without spaces: each character is counted as a word.
 _UNSPACED = "".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
-_WORD = regex.compile(rf"[{_UNSPACED}]|[^\P{{L}}{_UNSPACED}]+")
 # Math and code are written in ASCII letters whatever the language of the prose around them, so
 # there those letters are neither target nor foreign; any other letter in them is prose and counts.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.
@@ -121,35 +121,45 @@ class LanguageConsistency(Scorer):
 
     def __init__(self, params: Any = None, **kwargs: Any) -> None:
         super().__init__(params, **kwargs)
-        self._outside = _not_in_scripts(scripts_of(self.params.target))
+        # Script_Extensions: a character several scripts share (Japanese `ー`, Script Common) is each one's.
+        self._in_target = "[" + "".join(rf"\p{{Script_Extensions={s}}}" for s in scripts_of(self.params.target)) + "]"
         if self.params.method == "langid" and importlib.util.find_spec("py3langid") is None:
             raise ImportError("language_consistency method 'langid' needs py3langid: "
                               "pip install 'grpo-rewards[langid]'")
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
-        return [self._one(completion_text(s)) for s in samples]
-
-    def _one(self, text: str) -> Score:
         p = self.params
-        where = "completion"
+        texts = [completion_text(s) for s in samples]
+        wheres = ["completion"] * len(texts)
         if p.source == "reasoning":
-            text, where = reasoning_text(text)
-        text = visible_text(text)
+            parts = [reasoning_text(text) for text in texts]
+            texts, wheres = [text for text, _ in parts], [where for _, where in parts]
+        texts = [self._readable(text) for text in visible_texts(texts)]
+        if p.method == "langid":
+            counts = [(len(_NON_LETTERS.sub("", text)), self._langid_letters(text), 0, 0) for text in texts]
+        else:
+            tables = char_table(r"\p{L}"), char_table(f"[{_UNSPACED}]"), char_table(self._in_target)
+            counts = script_counts(texts, *tables)
+        return [self._verdict(where, *count) for where, count in zip(wheres, counts, strict=True)]
+
+    def _readable(self, text: str) -> str:
+        """Visible `text` as judged: tags out, and ASCII notation out of math, code and the answer block."""
+        p = self.params
         if "<" in text:
             text = _TAG.sub(" ", _ANSWER_BLOCK.sub(_without_ascii_letters, text) if p.ignore_math_and_code else text)
         if p.ignore_math_and_code and ("$" in text or "`" in text or "\\" in text or "~~~" in text):
             text = _MATH.sub(_without_ascii_letters, CODE_SPANS.sub(_without_ascii_letters, text))
-        letters = _NON_LETTERS.sub("", text)
-        if len(letters) < p.min_letters:
-            return Score.unscorable(f"{len(letters)} letters in the {where}, fewer than min_letters", source=where)
-        if p.method == "langid":
-            in_target, total = self._langid_letters(text), len(letters)
-        elif p.unit == "letters":
-            in_target, total = len(self._outside.sub("", letters)), len(letters)
+        return text
+
+    def _verdict(self, where: str, letters: int, target_letters: int, words: int, target_words: int) -> Score:
+        p = self.params
+        if letters < p.min_letters:
+            return Score.unscorable(f"{letters} letters in the {where}, fewer than min_letters", source=where)
+        if p.method == "langid" or p.unit == "letters":
+            in_target, total = target_letters, letters
         else:
-            words = set(_WORD.findall(text))
-            in_target, total = sum(not self._outside.search(w) for w in words), len(words)
-        return Score(in_target / total, {"letters": len(letters), "in_target": in_target, "of": total,
+            in_target, total = target_words, words
+        return Score(in_target / total, {"letters": letters, "in_target": in_target, "of": total,
                                          "unit": "letters" if p.method == "langid" else p.unit,
                                          "source": where, "method": p.method})
 

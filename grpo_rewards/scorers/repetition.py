@@ -12,8 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorers.textbatch import distinct_ngrams
 from grpo_rewards.scorers.textutil import (
-    completion_text, reference_of, text_tokenizer, without_surrogates, words_of,
+    completion_text, reference_of, text_tokenizer, word_hashes, without_surrogates,
 )
 
 
@@ -62,16 +63,20 @@ class Repetition(Scorer):
         p = self.params
         texts = [completion_text(s) for s in samples]
         out: list[tuple[Sequence[Hashable] | None, str]] = []
-        for s, text in zip(samples, texts, strict=True):
+        for s in samples:
             ids = reference_of(s).get("completion_ids")
             if hasattr(ids, "tolist"):  # a tensor or array: its elements must hash by value
                 ids = ids.tolist()
             if p.unit != "words" and isinstance(ids, (list, tuple)):
                 out.append((ids, "completion_ids"))
             elif p.unit == "words" or (p.unit == "auto" and not p.tokenizer):
-                out.append((self._words(text), "words"))
+                out.append(((), "words"))
             else:
                 out.append((None, "tokenizer"))
+        by_words = [i for i, (_, source) in enumerate(out) if source == "words"]
+        hashes = word_hashes([texts[i] for i in by_words], p.lowercase, p.fold)
+        for i, count in zip(by_words, distinct_ngrams(hashes, p.ngram_size), strict=True):
+            out[i] = (count, "words")
         pending = [i for i, (items, _) in enumerate(out) if items is None]
         if pending and p.tokenizer:
             tok = text_tokenizer(p.tokenizer)
@@ -79,12 +84,6 @@ class Repetition(Scorer):
             for i, ids in zip(pending, encoded, strict=True):
                 out[i] = (ids, "tokenizer")
         return out
-
-    def _words(self, text: str) -> list[str]:
-        p = self.params
-        if not p.fold:
-            return (text.lower() if p.lowercase else text).split()
-        return words_of(text, p.lowercase)
 
     def score(self, samples: Sequence[Sample], results: Mapping[str, Sequence[Score]] | None = None) -> list[Score]:
         p = self.params
@@ -94,11 +93,15 @@ class Repetition(Scorer):
                 scores.append(Score.unscorable("unit is tokens but the sample has no completion_ids and no "
                                                "tokenizer is configured"))
                 continue
-            try:
-                fraction, total = repeated_fraction(items, p.ngram_size)
-            except TypeError:  # unhashable ids
-                scores.append(Score.unscorable("completion_ids are not a list of token ids"))
-                continue
+            if source == "words":  # (n-grams, distinct n-grams), counted for the batch at once
+                total, distinct = items
+                fraction = 1 - distinct / total if total else 0.0
+            else:
+                try:
+                    fraction, total = repeated_fraction(items, p.ngram_size)
+                except TypeError:  # unhashable ids
+                    scores.append(Score.unscorable("completion_ids are not a list of token ids"))
+                    continue
             value = fraction * p.max_penalty if fraction else 0.0
             scores.append(Score(value, {"repeated_fraction": fraction, "ngrams": total, "unit": source,
                                         "ngram_size": p.ngram_size}))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import re
+import struct
 import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -13,6 +13,9 @@ import regex
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_rewards.scorer import Sample
+from grpo_rewards.scorers.textbatch import (
+    UNIT_SEP, TokenAnalysis, char_table, containing, repeated_runs,
+)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -76,6 +79,16 @@ def visible_text(text: str) -> str:
         if glyph in text:
             text = text.replace(glyph, " ")
     return text
+
+
+# Every character `visible_text` removes or blanks, for a quick test of a whole batch.
+_HIDDEN = r"[\p{Default_Ignorable_Code_Point}\p{Cf}" + "".join(BLANK_GLYPHS) + r"]|(?!\s)\p{Cc}"
+
+
+def visible_texts(texts: Sequence[str]) -> list[str]:
+    """`visible_text` of each text; one numpy pass finds the texts with nothing hidden, kept as they are."""
+    hidden = containing(texts, char_table(_HIDDEN))
+    return [visible_text(text) if any_hidden else text for text, any_hidden in zip(texts, hidden, strict=True)]
 
 
 def _blank_or_nothing(hidden: regex.Match) -> str:
@@ -142,19 +155,21 @@ _WORD = regex.compile(_PIECES)
 # of the word it sits in (`\int_0^1`, `e^{x}`, `x-axis`) and is dropped.
 _GLUE = regex.compile(r"(?<=[^\W\d_]{2})[\W_]+(?=[^\W\d_]{2})")
 _NOT_WORD = regex.compile(r"[\W_]+")
-# Whitespace-separated tokens recur across a batch (a vocabulary), so each is split and folded once.
-_TOKENS_CACHED = 1 << 16
 
 
-def words_of(text: str, lowercase: bool = True) -> list[str]:
-    """The words of `text` folded (`fold_text`): whitespace-separated, punctuation between two words
+def word_hashes(texts: Sequence[str], lowercase: bool = True, fold: bool = True) -> list[bytes]:
+    """The words of each text as their 64-bit hashes, 8 bytes a word, in order (for `distinct_ngrams`).
+    With `fold`, the words of `fold_text`: whitespace-separated, punctuation between two words
     separating them too and dropped elsewhere; in a script written without spaces, and in a run longer
-    than any word, pieces of `UNSPACED_WORD_CHARS` characters."""
-    tokens = visible_text(text).split()
-    return list(itertools.chain.from_iterable(map(_token_words, tokens, itertools.repeat(lowercase))))
+    than any word, pieces of `UNSPACED_WORD_CHARS` characters. Without it, the whitespace-separated tokens."""
+    if fold:
+        token_lists = [text.split() for text in visible_texts(texts)]
+    else:
+        token_lists = [(text.lower() if lowercase else text).split() for text in texts]
+    table = (_TOKEN_WORDS[lowercase] if fold else _TOKEN_AS_WORD).table()
+    return [b"".join(map(table.__getitem__, tokens)) for tokens in token_lists]
 
 
-@functools.lru_cache(maxsize=_TOKENS_CACHED)
 def _token_words(token: str, lowercase: bool) -> tuple[str, ...]:
     folded = _fold(token, lowercase)
     if folded.isalnum() and folded.isascii() and len(folded) <= MAX_WORD_CHARS:
@@ -163,6 +178,19 @@ def _token_words(token: str, lowercase: bool) -> tuple[str, ...]:
     if not words.isascii():
         words = _UNSPACED_RUN.sub(r" \g<0> ", words)
     return tuple(_WORD.findall(words))
+
+
+def _token_word_hashes(token: str, lowercase: bool) -> bytes:
+    words = _token_words(token, lowercase)
+    return _pack_one(hash(words[0])) if len(words) == 1 else struct.pack(f"<{len(words)}q", *map(hash, words))
+
+
+_pack_one = struct.Struct("<q").pack
+
+
+# Folded words of a token, as hashes, by `lowercase`; and a token as a word of its own (no folding).
+_TOKEN_WORDS = {case: TokenAnalysis(functools.partial(_token_word_hashes, lowercase=case)) for case in (True, False)}
+_TOKEN_AS_WORD = TokenAnalysis(lambda token: _pack_one(hash(token)))
 
 
 # Code as markdown shows it: fenced blocks (an unclosed fence runs to the end) and inline spans.
@@ -187,26 +215,24 @@ _NUMBER = regex.compile(r"(?<!\d)\d{1,6}(?!\d)")
 _UNIT = regex.compile(_PIECES + r"|\S")
 
 
-def content_length(text: str) -> int:
-    """The characters a length target counts: visible text with whitespace runs as one space, less
-    the share of it that repeats. A unit (a word, a piece of one, any other character) repeats when
-    the `REPEAT_CHARS` characters from it (folded, whitespace left out, each number as one digit)
-    were seen before: a loop of any period, with any separator, numbered or not, in any script, adds
-    nothing past its first copy and one run. Units, not every character, start a run: the same text
-    starts its runs at the same places wherever it sits, and there are fewer of them to compare."""
-    tokens = visible_text(text).split()
-    shown = sum(map(len, tokens)) + len(tokens) - 1
-    if shown <= REPEAT_CHARS:
-        return max(shown, 0)
-    units = list(itertools.chain.from_iterable(map(_token_units, tokens)))
-    stream = "".join(units)
-    starts = itertools.accumulate(map(len, units), initial=0)
-    runs = [stream[i : i + REPEAT_CHARS] for i in itertools.takewhile((len(stream) - REPEAT_CHARS).__ge__, starts)]
-    repeated = len(runs) - len(set(runs))
-    return round(shown * (1 - repeated / len(units))) if repeated else shown
+def content_lengths(texts: Sequence[str]) -> list[int]:
+    """The characters a length target counts, per text: visible text with whitespace runs as one space,
+    less the share of it that repeats. A unit (a word, a piece of one, any other character) repeats
+    when the `REPEAT_CHARS` characters from it (folded, whitespace left out, each number as one digit)
+    were seen before in the same text: a loop of any period, with any separator, numbered or not, in any
+    script, adds nothing past its first copy and one run. Units, not every character, start a run: the
+    same text starts its runs at the same places wherever it sits, and there are fewer to compare."""
+    token_lists = [text.split() for text in visible_texts(texts)]
+    shown = [max(sum(map(len, tokens)) + len(tokens) - 1, 0) for tokens in token_lists]
+    long = [i for i, n in enumerate(shown) if n > REPEAT_CHARS]
+    long_tokens = [token_lists[i] for i in long]
+    runs = repeated_runs(long_tokens, _TOKEN_UNITS.table(), REPEAT_CHARS)
+    for i, (units, repeated) in zip(long, runs, strict=True):
+        if repeated:
+            shown[i] = round(shown[i] * (1 - repeated / units))
+    return shown
 
 
-@functools.lru_cache(maxsize=_TOKENS_CACHED)
 def _token_units(token: str) -> tuple[str, ...]:
     folded = _fold(token)
     if folded.isascii() and len(folded) <= MAX_WORD_CHARS:
@@ -218,6 +244,9 @@ def _token_units(token: str) -> tuple[str, ...]:
     if not folded.isascii():
         folded = _UNSPACED_RUN.sub(r" \g<0> ", folded)
     return tuple(_UNIT.findall(folded))
+
+
+_TOKEN_UNITS = TokenAnalysis(lambda token: UNIT_SEP.join(_token_units(token)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,14 +335,15 @@ def measure_lengths(samples: Sequence[Any], params: LengthUnitParams) -> list[tu
 
 def _content_lengths(samples: Sequence[Any], texts: list[str], params: LengthUnitParams,
                      unit: str) -> list[tuple[int | None, dict[str, Any]]]:
-    """`measure_lengths` of the content (see `content_length`); the raw length stays in the info."""
+    """`measure_lengths` of the content (see `content_lengths`); the raw length stays in the info."""
     raw = measure_lengths(samples, params.model_copy(update={"padding": "count", "unit": unit}))
+    contents = iter(content_lengths([text for (n, _), text in zip(raw, texts, strict=True) if n is not None]))
     out = []
     for (n, info), text in zip(raw, texts, strict=True):
         if n is None:
             out.append((n, info))
             continue
-        content = content_length(text)
+        content = next(contents)
         length = content if unit == "chars" else round(n * content / len(text)) if text else n
         out.append((length, {**info, "length": length, **({"raw_length": n} if length != n else {})}))
     return out
