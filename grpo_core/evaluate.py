@@ -211,7 +211,8 @@ def eval_parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, help="of the sampled completions (default: the config's, else 1.0)")
     parser.add_argument("--top-p", type=float, help="default: the config's, else 1.0")
     parser.add_argument("--max-new-tokens", type=int, help="default: the config's max_completion_length, else 256")
-    parser.add_argument("--batch-size", type=int, default=32, help="sequences per generate call (default 32)")
+    parser.add_argument("--batch-size", type=int, help="sequences per generate call (default: the config's "
+                        "eval_batch_size, else 32)")
     parser.add_argument("--accuracy-scorer", help="the spec member (alias) whose value decides 'solved' "
                         "(default: the first math_accuracy, else the first member)")
     parser.add_argument("--threshold", type=float, default=1.0, help="solved: accuracy scorer value >= this (default 1)")
@@ -251,7 +252,7 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
             raise UserError(f"{args.config}: data.eval_size is 0; give --size N")
         records = load_splits(cfg.data.model_copy(update={"eval_size": size}), cfg.seed)[1]
         defaults = {"max_new_tokens": cfg.max_completion_length, "max_prompt_length": cfg.max_prompt_length,
-                    "temperature": cfg.temperature, "top_p": cfg.top_p}
+                    "temperature": cfg.temperature, "top_p": cfg.top_p, "batch_size": cfg.eval_batch_size}
         where = cfg.data.task or cfg.data.eval_path or cfg.data.path or cfg.data.dataset
         return Inputs(records, f"{where} (held-out, {args.config})", args.spec or cfg.rewards, cfg.registry,
                       cfg.model.name_or_path, defaults)
@@ -308,7 +309,7 @@ def settings_from(args: argparse.Namespace, defaults: Mapping[str, Any]) -> Sett
     pick = lambda flag, key, fallback: flag if flag is not None else defaults.get(key, fallback)  # noqa: E731
     return Settings(
         max_new_tokens=pick(args.max_new_tokens, "max_new_tokens", 256), max_prompt_length=defaults.get("max_prompt_length"),
-        batch_size=args.batch_size, num_samples=args.num_samples,
+        batch_size=pick(args.batch_size, "batch_size", 32), num_samples=args.num_samples,
         ks=args.k or sorted({1, max(args.num_samples, 1)}), temperature=pick(args.temperature, "temperature", 1.0),
         top_p=pick(args.top_p, "top_p", 1.0), accuracy_scorer=args.accuracy_scorer, threshold=args.threshold,
         seed=args.seed, bootstrap_rounds=args.bootstrap_rounds, progress=not args.no_progress)

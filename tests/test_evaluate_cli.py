@@ -141,3 +141,15 @@ def test_eval_from_a_training_config_uses_its_held_out_split(workdir):
     assert [json.loads(line)["prompt"] for line in (workdir / "cfg.jsonl").read_text().splitlines()] == \
         [r["prompt"] for r in expected]
     assert os.path.getsize(workdir / "cfg.json") > 0
+
+
+def test_the_batch_size_comes_from_the_config_unless_given(tmp_path):
+    from grpo_core.evaluate import eval_parser, load_inputs, settings_from
+
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"model": {"name_or_path": str(tmp_path)}, "data": {"task": "arith_words", "eval_size": 4},
+                                  "rewards": {"scorers": [{"scorer": "math_accuracy"}]}, "eval_batch_size": 48}))
+    for argv, expected in ((["--batch-size", "5"], 5), ([], 48)):
+        args = eval_parser().parse_args([str(config), *argv])
+        assert settings_from(args, load_inputs(args).defaults).batch_size == expected
+    assert settings_from(eval_parser().parse_args(["--task", "arith_words", "--spec", "s.yaml"]), {}).batch_size == 32
