@@ -186,7 +186,7 @@ _SOURCES = {name: Path(__file__).with_name(name).read_text(encoding="utf-8")
 # The two programs of every assertion job (see code_runtime.py and code_program_side.py): the
 # same text for every run, so a sandbox can prepare them once.
 TESTS_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_runtime.py"] + "\n_main()\n"
-PROGRAM_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_program_side.py"] + "\n_serve(3)\n"
+PROGRAM_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_program_side.py"] + "\n_serve_requests(3)\n"
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 

@@ -117,7 +117,7 @@ def _batch(calls, limit):
     for name, args, kwargs in calls:
         if not callable(space.get(name)):
             break
-        reply = _answer([0, "call", limit, space[name], args, kwargs])
+        reply = _answer_request([0, "call", limit, space[name], args, kwargs])
         plain = _crosses(reply, None)
         replies.append(reply if plain or _crosses(reply, _stand_in) else _not_crossing(0, "too deep or too large"))
         if not plain or reply[1] not in ("ok", "raise"):
@@ -147,7 +147,7 @@ _OPS = {
 }
 
 
-def _answer(request):
+def _answer_request(request):
     """[number, op, time limit, *arguments] -> [number, "ok", value] or an exception's reply."""
     number, op, limit, args = request[0], request[1], request[2], request[3:]
     try:
@@ -167,7 +167,7 @@ def _answer(request):
         return [number, *_exception_reply(exc)]
 
 
-def _serve(fd):
+def _serve_requests(fd):
     _sys.set_int_max_str_digits(0)
     _signal.signal(_signal.SIGALRM, _on_alarm_while_busy)
     channel = Channel(_socket.socket(fileno=fd))
@@ -182,7 +182,7 @@ def _serve(fd):
         except BaseException as exc:  # noqa: BLE001
             channel.send(encode([-1, *_exception_reply(exc)]))
             continue
-        reply = _answer(request)
+        reply = _answer_request(request)
         if request[1] == "load":  # with the calls the tests make first: one answer for both
             reply = [reply[0], "ok", [reply, _batch(ahead, request[2]) if reply[1] == "ok" else []]]
         try:

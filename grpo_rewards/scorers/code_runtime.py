@@ -29,7 +29,7 @@ class ProgramError(Exception):
     """The program's process raised something that is no Exception, or answered nonsense."""
 
 
-def _on_alarm(signum, frame):
+def _on_test_timeout(signum, frame):
     raise _Timeout()
 
 
@@ -471,7 +471,7 @@ def _main():
         return _report(infra="the sandbox backend ran the tests without the program's process (no fd 3)")
     _os.dup2(2, 1)  # the tests' own prints go to stderr: stdout holds only verdicts
     _sys.stdout = _sys.stderr
-    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.signal(_signal.SIGALRM, _on_test_timeout)
     space = {"__name__": "test_solution", "__builtins__": _builtins, "_grpo_case": _Case, "_grpo_call": _grpo_call,
              "_grpo_pt": _grpo_pt}
     _state["space"] = space
