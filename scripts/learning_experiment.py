@@ -7,7 +7,9 @@ against the base on the same held-out problems, then a table and a plot of the e
 Every stage is a real `grpo-train` / `grpo-train eval` command (printed before it runs), each under
 `nice` when asked. A stage whose output exists is skipped (training continues with --resume), so a
 stopped experiment is continued by running the same command again. Writes in --out:
-base.json, seed_<S>/ (the run, eval.json), summary.json, results.md (the table), curve.png.
+base.json, seed_<S>/ (the run, eval.json), summary.json, results.md (the table), curve.png. The base is
+evaluated after the seeds and each gain is computed from the two result files, so `--seeds 2` on one
+core and `--seeds 3` on another, in separate commands, fill one --out.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from grpo_core.evaluate import compare
 from grpo_rewards.fileio import atomic_path, write_atomic
 
 BIN = Path(sys.executable).parent
@@ -64,8 +67,7 @@ def train_and_eval(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         return record
     eval_file = run_dir / "eval.json"
     if not eval_file.exists():
-        record["eval_cost"] = run(eval_command(args, eval_file, "--adapter", str(run_dir / "final"),
-                                               "--compare", str(args.out / "base.json"), "--seed", str(seed)),
+        record["eval_cost"] = run(eval_command(args, eval_file, "--adapter", str(run_dir / "final"), "--seed", str(seed)),
                                   args.nice)
     record["eval"] = json.loads(eval_file.read_text())
     record["metrics"] = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
@@ -74,7 +76,7 @@ def train_and_eval(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
 def trl_run(args: argparse.Namespace) -> dict[str, Any]:
     """TRL on the same recipe under a wall-clock budget; each adapter checkpoint evaluated like the
-    in-training evals (the config's eval_size, greedy), the last one also on --eval-size with --compare."""
+    in-training evals (the config's eval_size, greedy), the last one also on --eval-size like the seeds."""
     out = args.out / f"trl_seed_{args.trl_seed}"
     if not (out / "clock.jsonl").exists() or not list(out.glob("checkpoint-*")):
         run([sys.executable, str(Path(__file__).with_name("trl_recipe.py")), args.config, "--seed", str(args.trl_seed),
@@ -96,9 +98,14 @@ def trl_run(args: argparse.Namespace) -> dict[str, Any]:
         curve.append({"step": step, "minutes": clock[step]["wall_s"] / 60, "accuracy": accuracy})
     final = out / "eval.json"
     if checkpoints and not final.exists():
-        run(eval_command(args, final, "--adapter", str(checkpoints[-1]), "--compare", str(args.out / "base.json"),
-                         "--seed", str(args.trl_seed)), args.nice)
+        run(eval_command(args, final, "--adapter", str(checkpoints[-1]), "--seed", str(args.trl_seed)), args.nice)
     return {"curve": curve, "eval": json.loads(final.read_text()) if final.exists() else None}
+
+
+def paired_gain(result: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """`result` minus the base on the same problems (what `grpo-train eval --compare` computes)."""
+    settings = result["settings"]
+    return compare(result, base, settings["seed"], settings["bootstrap_rounds"])
 
 
 def grpo_core_curve(run_record: dict[str, Any], key: str) -> list[dict[str, float]]:
@@ -204,15 +211,19 @@ def main(argv: list[str] | None = None) -> int:
                         "and stop; a later run without it evaluates them, so runs compare under one machine state")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    base_file = args.out / "base.json"
-    if not base_file.exists():
-        run(eval_command(args, base_file), args.nice)
-    base = json.loads(base_file.read_text())
     runs = [train_and_eval(args, seed) for seed in args.seeds]
     if args.train_only:
         if args.trl_seed is not None:
             trl_run(args)
         return 0
+    # The base is evaluated last and compared at report time, so seeds and the base can run as
+    # separate commands on separate cores, in any order.
+    base_file = args.out / "base.json"
+    if not base_file.exists():
+        run(eval_command(args, base_file), args.nice)
+    base = json.loads(base_file.read_text())
+    for r in runs:
+        r["eval"]["comparison"] = paired_gain(r["eval"], base)
     pass_key = f"pass@{args.num_samples}"
     accuracy_key = f"eval/{base['accuracy_scorer']}"
     write_atomic(args.out / "results.md", table(base, runs, pass_key))
@@ -228,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             curves[f"grpo_core (seed {mine['seed']})"] = grpo_core_curve(mine, accuracy_key)
         plot_against_time(curves, args.out / "vs_trl.png")
         summary["trl"] = {"curve": trl["curve"], "metrics": trl["eval"] and trl["eval"]["metrics"],
-                          "comparison": trl["eval"] and trl["eval"].get("comparison")}
+                          "comparison": trl["eval"] and paired_gain(trl["eval"], base)}
     write_atomic(args.out / "summary.json", json.dumps(summary, indent=1))
     print((args.out / "results.md").read_text())
     return 0
