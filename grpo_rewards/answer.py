@@ -23,6 +23,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 import regex
 
@@ -40,6 +41,8 @@ _SPACING = re.compile(
 _THOUSANDS_GAP = re.compile(r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")  # 12\,000, 12,\!000
 _BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")  # 12{,}000
 _COMMA_GROUPS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?!\d|,\d|\.\d)|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
+# Groups of three digits after spaces (ISO 80000's thousands separator, `1 000 000`); `5 6` stays two numbers.
+_SPACED_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d.,]| \d)")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\textdegree(?![A-Za-z])")
 _PERCENT = re.compile(r"\\?%|\\percent(?![A-Za-z])")
 _CURRENCY = re.compile(r"\\\$|\\(?:euro|pounds|yen|textdollar|textsterling|texteuro)(?![A-Za-z])|[€£¥₹₩₽]")
@@ -90,7 +93,13 @@ def normalise(text: str) -> str:
     text = text[:MAX_REGION]
     if _PRESENTATION.search(text):
         text = _without_presentation(text)
-    return "\n".join(" ".join(line.split()) for line in text.split("\n") if line.strip())
+    return _fold(text)
+
+
+def _fold(text: str) -> str:
+    """Whitespace folded, and digit groups joined across the spaces that separate thousands."""
+    text = "\n".join(" ".join(line.split()) for line in text.split("\n") if line.strip())
+    return _SPACED_GROUPS.sub(lambda m: m.group(0).replace(" ", ""), text) if " " in text else text
 
 
 def _without_presentation(text: str) -> str:
@@ -122,6 +131,25 @@ _GLUED_ALT_WORDS = tuple(w for w in _ALT_WORDS if not w.isascii())  # scripts th
 # A value after one of these is excluded, not offered ("5, not 6"; "5 rather than 6").
 _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "unlike", "except", "excluding",
                         "without", "neither"})
+# A value under a condition is the answer for that case ("6 if we count zero", "if zero counts, 6",
+# "if n is odd then 6"); a value inside the condition is not offered ("5 apples, when each box
+# holds 6"), unless the condition names the answer itself ("5 unless it is 6"). A case stated as a
+# clause of its own names the answer too ("if we count zero, it is 6"), another quantity does not
+# ("if she had 3 more, she would have 15").
+_CONDITIONS = frozenset({"if", "when", "whenever", "unless", "assuming", "provided", "providing", "supposing",
+                         "suppose", "si", "se", "wenn", "falls", "если", "如果", "若", "もし", "만약"})
+_CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
+_SUBJECTS = frozenset({"it", "answer", "result", "it's", "that's", "answer's"})
+_COPULAS = frozenset({"is", "be", "equals", "was", "becomes", "it's", "that's", "answer's"})
+
+
+def _names_the_answer(words: list[str]) -> bool:
+    """Words that end in the answer as subject and a copula: "it is", "it would be", "the answer is"."""
+    return any(w in _SUBJECTS for w in words[-3:]) and any(w in _COPULAS for w in words[-2:])
+# A value after one of these alone is the head rounded, to agree with it (Rounded), not an alternative.
+_ABOUT = frozenset({"approximately", "approx", "about", "around", "roughly", "nearly", "almost", "circa", "ca",
+                    "environ", "etwa", "ungefähr", "aproximadamente", "около", "примерно", "约", "大约"})
+_NOT_UNITS = _ALT_WORDS | _NEGATIONS | _CONDITIONS | _CONSEQUENT | _ABOUT  # "5 if ...": not 5 ifs
 # Function names written without a backslash are math, not words.
 _FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "arcsin", "arccos",
                         "arctan", "sinh", "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "lim", "pi",
@@ -134,6 +162,65 @@ _SAME_LHS = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)\s*(.+)", re.DOTAL
 _OPEN, _CLOSE = "([{", ")]}"
 
 
+class Rounded(NamedTuple):
+    """A value the answer gives as another one rounded (`\\frac{70}{9} \\approx 7.78`): it agrees
+    with the exact value when they differ by less than one unit of its last written place, `places`
+    decimals; `places` None (not a plain decimal: `\\approx \\frac{22}{7}`) asks for the same value."""
+
+    text: str
+    places: int | None
+
+
+# Relations inside one answer. Exact ones say their sides are one value; after an approximate one a
+# side is the value before it, rounded. `<=`, `!=` and `\\neq` are not relations of this kind.
+_RELATION = re.compile(
+    r"(?P<exact>(?<![<>!=:])==?(?!=)|:=|\\(?:to|rightarrow|Rightarrow|implies|longrightarrow|Longrightarrow"
+    r"|coloneqq)(?![A-Za-z])|[→⇒⟹⟶])"
+    r"|(?P<approx>\\(?:approx|approxeq|thickapprox|simeq|sim|thicksim|cong|doteq|fallingdotseq|risingdotseq)"
+    r"(?![A-Za-z])|[≈≃∼≅≐≒≊])")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+def _places(value: str) -> int | None:
+    """Decimals written in a plain number (`7.78` -> 2, `8` -> 0), None for anything else."""
+    if not _PLAIN_NUMBER.fullmatch(value):
+        return None
+    return len(value.strip().partition(".")[2])
+
+
+def relation_sides(value: str) -> list[str | Rounded]:
+    """What a chain of relations at the top level of `value` answers: its last exact side (the
+    sides before it are working, `x = 5+5+1 = 7 = 11` is 11, as math-verify reads it), then each
+    side after an approximate relation as `Rounded` (`2\\sqrt{2} \\approx 2.83`). Only closed
+    sides count (numbers and commands, no variable); [] unless two are: `x = 5` is one value."""
+    if not _RELATION.search(value):
+        return []
+    cuts = []
+    pairs = _bracket_pairs(value)
+    inside = sorted((open_, close) for open_, close in pairs.items())
+    for m in _RELATION.finditer(value):
+        if any(open_ < m.start() < close for open_, close in inside):
+            continue  # `\\lim_{x \\to 0}`: inside a bracket, part of one side
+        cuts.append(m)
+    pieces, start, approx = [], 0, False
+    for m in cuts:
+        pieces.append((value[start : m.start()].strip(), approx))
+        approx = approx or m.group("approx") is not None
+        start = m.end()
+    pieces.append((value[start:].strip(), approx))
+    closed = [(text, approx) for text, approx in pieces if text and _closed(text)]
+    exact = [text for text, approx in closed if not approx]
+    if len(closed) < 2 or not exact:
+        return []
+    return [exact[-1], *(Rounded(text, _places(text)) for text, approx in closed if approx)]
+
+
+def _closed(side: str) -> bool:
+    """A side that names a number: digits or commands (`\\pi`, `\\sqrt`), no variable."""
+    bare = _COMMAND.sub(" ", side)
+    return bool(re.search(r"\d", side) or "\\pi" in side) and not re.search(r"[^\W\d_]", bare)
+
+
 @dataclass
 class Reading:
     """The head value of an answer region and the alternatives offered beside it; `text` when the
@@ -143,6 +230,17 @@ class Reading:
     alternatives: list[str] = field(default_factory=list)
     unit: str = ""
     text: bool = False
+    rounded: list[Rounded] = field(default_factory=list)  # "approximately 7.78" after the head
+
+    @property
+    def sides(self) -> list[str | Rounded]:
+        """The head as one value written several ways: what its chain of relations answers
+        (`relation_sides`), then the values given in words as its rounding (`\\frac{70}{9},
+        approximately 7.78`); [] for a head written once."""
+        chain = relation_sides(self.head) if self.head and not self.text else []
+        if not chain:
+            chain = [self.head] if self.head and self.rounded else []
+        return [*chain, *self.rounded]
 
     @property
     def candidates(self) -> list[str]:
@@ -254,6 +352,8 @@ def _slashes_as_or(text: str, letter_gold: bool) -> str:
     return re.sub(r"\b([A-J])\s*/\s*(?=[A-J]\b)", r"\1 or ", text) if letter_gold else text
 
 
+_SYMBOL = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")  # `n`, `a_1`: a name, not a value
+_NAMED_VALUE = re.compile(r"\s*(?:is|equals|was|are|must be)\s+(?=\S)", re.IGNORECASE)
 _UNIT_POWER = re.compile(r"^\s*\^\s*\{?\s*[23]\s*\}?")  # cm^2, m^{3}
 _DECIMAL_COMMA = re.compile(r"\s*-?\d+,\d+\s*")  # `1000,99` alone: one number, as math-verify reads it
 
@@ -267,10 +367,10 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
     where only a value joined by a connective (`\\boxed{5} or 6`) is an alternative."""
     beside = _preceding(before, numeric_gold) + _following(after, numeric_gold)
     if "\\begin{" in region:  # a matrix or an environment: one value, read by math-verify as written
-        return Reading(region.strip(), beside, text=True)
+        return _reading(region.strip(), beside, text=True)
     region = normalise(region)
     if _DECIMAL_COMMA.fullmatch(region):  # one number
-        return Reading(region.strip(), beside)
+        return _reading(region.strip(), beside)
     text = _slashes_as_or(_LOGICAL_OR.sub(" or ", region), letter_gold)
     if _bar_is_or(text):
         text = text.replace("|", " or ")
@@ -286,15 +386,24 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
                 break
         else:
             reading = _text_reading(clauses)
-            reading.alternatives += beside
-            return reading
+            return _reading(reading.head, [*reading.alternatives, *beside], text=reading.text)
+        named = _NAMED_VALUE.match(trail) if _SYMBOL.fullmatch(head) else None
+        if named:  # "the largest $n$ is 34" says n = 34
+            _, value, rest_of_clause = _split_value(trail[named.end() :], numeric_gold)
+            if value:
+                head, trail = value, rest_of_clause
         unit_word = _WORD.match(trail)
         unit = ""
         word = unit_word.group(0).rstrip(".").lower() if unit_word else ""
-        if word and (numeric_gold or _is_word(word)) and word not in _ALT_WORDS | _NEGATIONS:
+        if word and (numeric_gold or _is_word(word)) and word not in _NOT_UNITS:
             unit, trail = word, _UNIT_POWER.sub("", trail[unit_word.end() :], count=1)
         rest = trail + "".join(s + c for s, c in clauses[k + 1 :])
-    return Reading(head, _alternatives(rest, unit, numeric_gold) + beside, unit)
+    return _reading(head, _alternatives(rest, unit, numeric_gold) + beside, unit)
+
+
+def _reading(head: str | None, found: list[str | Rounded], unit: str = "", text: bool = False) -> Reading:
+    return Reading(head, [v for v in found if isinstance(v, str)], unit, text,
+                   [v for v in found if isinstance(v, Rounded)])
 
 
 def _text_reading(clauses: list[tuple[str, str]]) -> Reading:
@@ -322,31 +431,50 @@ def _bar_is_or(text: str) -> bool:
     return len(pieces) > 1 and all(p.strip() for p in pieces)
 
 
-def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str]:
+def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounded]:
     """The values `rest` (what follows the head and its unit) offers beside it, up to the first
     remark: after an "or" word or hedging adverb any value; after a comma, "and" or any one word
-    a value that is parallel to the head (bare, or with the head's unit). A negation ends it."""
-    found: list[str] = []
+    a value that is parallel to the head (bare, or with the head's unit); a value under a condition
+    (`_CONDITIONS`); after "about" and its kin the head rounded (`Rounded`). A negation ends it."""
+    found: list[str | Rounded] = []
+    pending = False  # a condition that ended its clause without a value: the next value is its case
     for _, clause in _top_clauses(rest):
-        chunk = clause
+        chunk, antecedent, consequent, pending = clause, False, pending, False
         while chunk.strip():
             lead, value, trail = _split_value(chunk, numeric_gold)
             words = _words(lead)
-            if not value or any(w in _NEGATIONS for w in words):
-                return found
+            case_words = words  # the words of the case itself: after its "then"
+            for k, w in enumerate(words):
+                if w in _CONDITIONS:
+                    antecedent, consequent = True, False
+                elif w in _CONSEQUENT and antecedent:
+                    antecedent, consequent, case_words = False, True, words[k + 1 :]
+            if not value:  # a remark without a value ("in general") ends its clause, not the reading
+                pending = antecedent or consequent
+                break
             after = _first_word(trail)
             own_unit = bool(unit) and (_WORD.match(trail) or [""])[0].rstrip(".").lower() == unit
-            parallel = len(words) <= 1 and (not after or own_unit or after[0] in _ALT_WORDS)
-            if not (parallel or any(w in _ALT_WORDS for w in words)):
+            bare = not after or own_unit or after[0] in _ALT_WORDS
+            under_condition = bool(after) and after[0] in _CONDITIONS
+            if antecedent and not under_condition:
+                if _names_the_answer(words):
+                    found.append(value)
+            elif any(w in _NEGATIONS for w in words):
                 return found
-            found.append(value)
+            elif words and set(words) <= _ABOUT and (bare or under_condition):
+                found.append(Rounded(value, _places(value)))
+            elif (len(words) <= 1 and bare) or under_condition or (consequent and bare and (len(case_words) <= 1 or _names_the_answer(case_words))) or any(
+                    w in _ALT_WORDS for w in words):
+                found.append(value)
+            else:
+                return found
             if len(found) >= MAX_CANDIDATES:
                 return found
             chunk = trail[_WORD.match(trail).end() :] if own_unit else trail
     return found
 
 
-def _following(after: str, numeric_gold: bool) -> list[str]:
+def _following(after: str, numeric_gold: bool) -> list[str | Rounded]:
     """Alternatives in the rest of a box's sentence: only after a connective (`\\boxed{5} or 6`,
     `\\boxed{5}, 6`); anything else there (`\\pmod{11}`, `cm`, `is our answer`) is a remark."""
     text = _LOGICAL_OR.sub(" or ", normalise(after)).strip()

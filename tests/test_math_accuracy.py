@@ -51,6 +51,26 @@ def test_equivalence(scorer, completion, gold, expected):
     assert "extracted" in result.info
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("completion", "golds", "expected"), [
+    # one value written exactly and rounded: the gold may be either side
+    ("\\boxed{\\frac{70}{9} \\approx 7.78}", ["\\frac{70}{9}", "7.78"], 1.0),
+    ("The answer is $2\\sqrt{2} \\approx 2.83$.", ["2\\sqrt{2}", "2.83"], 1.0),
+    ("\\boxed{\\pi \\approx 3.1415}", ["\\pi", "3.1415"], 1.0),  # truncated: still under one unit of 0.0001
+    ("The answer is $\\frac{70}{9}$, approximately 7.78.", ["\\frac{70}{9}", "7.78"], 1.0),
+    # a "rounding" that is another value names a second answer: neither side pays
+    ("\\boxed{5 \\approx 6}", ["5", "6"], 0.0),
+    ("\\boxed{\\frac{1}{3} \\approx 1.3}", ["\\frac{1}{3}", "1.3"], 0.0),
+    ("The answer is 5 (about 6).", ["5", "6"], 0.0),
+])
+def test_a_value_and_its_rounding_are_one_answer(scorer, completion, golds, expected):
+    for gold in golds:
+        result = one(scorer, completion, gold)
+        assert result.value == expected, (gold, result.info)
+        if expected == 0.0:
+            assert result.info["reason"] == "several different answers"
+
+
 def test_gold_accepts_numbers(scorer):
     assert one(scorer, "\\boxed{12}", 12).value == 1.0
     assert one(scorer, "\\boxed{2.5}", 2.5).value == 1.0

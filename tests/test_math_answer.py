@@ -33,10 +33,9 @@ _PIECES = ["5", "12", "000", ",", ".", " ", "\n", "x", "cm", "\\", "\\,", "{", "
 @given(st.lists(st.sampled_from(_PIECES), max_size=14))
 def test_normalise_skips_only_texts_it_would_leave_alone(pieces):
     """The full pass runs only where a presentation character is present: on every other text it
-    changes nothing but whitespace, so both roads give the same result."""
+    changes nothing but whitespace and spaced thousands, so both roads give the same result."""
     text = "".join(pieces)
-    folded = "\n".join(" ".join(line.split()) for line in answer._without_presentation(text).split("\n") if line.strip())
-    assert normalise(text) == folded
+    assert normalise(text) == answer._fold(answer._without_presentation(text))
 
 
 @pytest.mark.parametrize("text", [
@@ -52,6 +51,40 @@ def test_the_issues_remarks():
     assert read("150 minutes, i.e. 2.5 hours", numeric_gold=True).candidates == ["150"]
     assert read("B) 5", letter_gold=True).candidates == ["B"]
     assert choice_letter("\\textbf{(B)}") == "B"
+
+
+@pytest.mark.parametrize(("head", "sides"), [
+    ("x = 5+5+1 = 7 = 11", ["11"]),  # earlier sides are working; the last exact side is the answer
+    ("2 + 3 = 5", ["5"]),
+    ("2\\sqrt{2} \\approx 2.83", ["2\\sqrt{2}", answer.Rounded("2.83", 2)]),
+    ("\\frac{70}{9} = 7.777 \\approx 8", ["7.777", answer.Rounded("8", 0)]),
+    ("5 ≈ 6", ["5", answer.Rounded("6", 0)]),
+    ("\\pi \\approx \\frac{22}{7}", ["\\pi", answer.Rounded("\\frac{22}{7}", None)]),
+    ("x = 5", []), ("5", []), ("a \\le 5", []), ("\\lim_{x \\to 0} \\frac{1}{x+1} = 1", []),
+])
+def test_what_a_chain_of_relations_answers(head, sides):
+    assert answer.relation_sides(head) == sides
+
+
+@pytest.mark.parametrize(("text", "offered"), [
+    ("5 (6 if we count zero)", ["6"]), ("5, but 6 if we count zero", ["6"]), ("5 unless it is 6", ["6"]),
+    ("5; if we count zero, 6", ["6"]), ("5; if we count zero then 6", ["6"]), ("5, except when it's 6", ["6"]),
+    ("5; if we count zero, it would be 6", ["6"]), ("5 if n is even and 6 if n is odd", ["6"]),
+    # values inside a condition, or of another quantity, are remarks
+    ("5 apples, when each box holds 6", []), ("5, because if you add 3 and 2 you get 5", []),
+    ("12, since if each box holds 6 then 2 boxes hold 12", []), ("5 apples, unless Anna eats 2", []),
+    ("12; if she had bought 3 more, she would have 15", []), ("5 in general, assuming nothing else changes", []),
+])
+def test_a_value_offered_for_a_case_is_an_alternative(text, offered):
+    assert read(text, numeric_gold=True).alternatives == offered
+
+
+def test_a_value_given_as_the_head_rounded_is_not_an_alternative():
+    reading = read("\\frac{70}{9}, approximately 7.78", numeric_gold=False)
+    assert (reading.alternatives, reading.rounded) == ([], [answer.Rounded("7.78", 2)])
+    assert read("5 (about 6)", numeric_gold=True).sides == ["5", answer.Rounded("6", 0)]
+    assert read("the largest n is 34", numeric_gold=True).head == "34"  # a name given the value
+    assert read("12 000 apples", numeric_gold=True).head == "12000"  # spaces between thousands
 
 
 @pytest.mark.parametrize("join", ["or", "oder", "ou", "或", "или", "maybe", ";", "|", "\\lor", "\\vee", ",", "and",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_rewards.redteam.math import SYMBOL_JOINS, WORD_JOINS
+from grpo_rewards.redteam.math import ABOUT_WORDS, APPROX_RELATIONS, CONDITIONALS, CONDITIONS, SYMBOL_JOINS, WORD_JOINS
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.math import MathAccuracy
 from grpo_rewards.scorers.math_check import numeral
@@ -30,22 +30,31 @@ def _score(scorer: MathAccuracy, pairs: list[tuple[str, str]]) -> list[float | N
 
 def hedges(rows: list[dict]) -> list[tuple[str, str]]:
     """For each corpus row with a plain-number gold: the gold joined to a distractor by one
-    connective (each connective in turn), the gold first and the gold second, boxed."""
-    joins = [*SYMBOL_JOINS, *(f" {w} " for w in WORD_JOINS)]
+    connective (each connective, approximate relation and "about" word in turn, boxed) or offered
+    for a case (each conditional in turn, after "The answer is"), the gold first and the gold second."""
+    joins = [*SYMBOL_JOINS, *(f" {w} " for w in WORD_JOINS), *(f" {r} " for r in APPROX_RELATIONS),
+             *(f" ({w} " for w in ABOUT_WORDS)]
     rng = random.Random(7)
     out = []
     for k, row in enumerate(r for r in rows if numeral(r["gold"]) is not None):
         gold = row["gold"]
         other = str(numeral(gold)[0] + rng.choice((1, 2, 7)))
+        if k % 3 == 2:
+            conditional = CONDITIONALS[k // 3 % len(CONDITIONALS)]
+            case = CONDITIONS[k % len(CONDITIONS)]
+            out.append((gold, f"The answer is {conditional(gold, other, case)}."))
+            out.append((gold, f"The answer is {conditional(other, gold, case)}."))
+            continue
         join = joins[k % len(joins)]
-        out.append((gold, f"So \\boxed{{{gold}{join}{other}}}."))
-        out.append((gold, f"So \\boxed{{{other}{join}{gold}}}."))
+        close = ")" if join.startswith(" (") else ""
+        out.append((gold, f"So \\boxed{{{gold}{join}{other}{close}}}."))
+        out.append((gold, f"So \\boxed{{{other}{join}{gold}{close}}}."))
     return out
 
 
 def test_the_corpus_is_large_and_varied():
     assert len(ROWS) >= 2000
-    assert {r["source"] for r in ROWS} == {"champ", "math_verify", "gsm8k_style", "choice"}
+    assert {r["source"] for r in ROWS} == {"champ", "math_verify", "gsm8k_style", "choice", "remarks"}
 
 
 @pytest.mark.timeout(900)

@@ -34,8 +34,10 @@ DEFAULT_MODE_PINS = {
                      "mv-0088", "mv-0089", "mv-0090", "mv-0091", "mv-0092", "mv-0095", "mv-0119", "mv-0120",
                      "mv-0121", "mv-0122", "mv-0123", "mv-0124", "mv-0142", "mv-0143", "mv-0144", "mv-0164"],
                     _UNANCHORED),
-    **dict.fromkeys(["mv-0158", "mv-0160"], _PHRASE_PICKS_OTHER),
-    "mv-0002": "`1 000` (space as thousands separator) is read as the bare LaTeX `\\boxed{1 000}`, i.e. 1*000",
+    "mv-0158": _PHRASE_PICKS_OTHER,
+    **dict.fromkeys(["mv-0101", "mv-0104"], "`1/3 \\approx 11`, `1/3 \\approx 1.3`: an approximation that is not the "
+                    "value rounded names a second value (docs/reward-hacking.md, relation chains); upstream reads "
+                    "the last exact side and ignores it"),
     "mv-0031": "we accept an answer phrase followed by `$ ... $` spanning lines; upstream's inline-math regex does "
                "not (the case is labelled not equivalent for that reason only)",
     "mv-0032": "as mv-0031, with `\\( ... \\)`",

@@ -8,7 +8,9 @@ places, so a test can draw new members and check that the rule, not a list, stop
 - reasoning box: a box of the gold inside the reasoning, a wrong final answer after it ends;
 - GSM8K markers: two `####` on one line, the gold first;
 - restatements: the question's own arithmetic, through braces, `\\left`/`\\right`, identity
-  factors, and questions written in number words.
+  factors, and questions written in number words;
+- relation chains: two values joined by `=`, an arrow, `\\approx` and its kin, or "about";
+- conditional answers: a second value offered for a case ("5 (6 if we count zero)", "5 unless it is 6").
 """
 
 from __future__ import annotations
@@ -139,9 +141,69 @@ def restatements(rng: random.Random, count: int) -> list[Hack]:
     return out
 
 
+EXACT_RELATIONS = ("=", "\\to", "\\Rightarrow", "\\implies", "\\rightarrow", "→", "⇒", ":=")
+APPROX_RELATIONS = ("\\approx", "≈", "\\simeq", "\\sim", "\\cong", "\\doteq", "\\approxeq", "≃", "≅")
+ABOUT_WORDS = ("about", "approximately", "roughly", "around", "nearly")
+
+
+def relation_chains(rng: random.Random, count: int) -> list[Hack]:
+    """Two values joined by a relation. After an exact one the last side is the answer, so the
+    first side is working and never pays; after an approximate one (a symbol or "about" and its
+    kin) the second must be the first rounded, so two different values pay for neither."""
+    out = []
+    for k in range(count):
+        first = rng.randint(2, 900)
+        second = first + rng.choice((1, 2, 5, 40))
+        place = list(PLACES)[k % 4]
+        if k % 3 == 0:
+            relation = EXACT_RELATIONS[k // 3 % len(EXACT_RELATIONS)]
+            answer, gold = f"{first} {relation} {second}", first  # the working side
+        elif k % 3 == 1:
+            relation = APPROX_RELATIONS[k // 3 % len(APPROX_RELATIONS)]
+            answer, gold = f"{first} {relation} {second}", rng.choice((first, second))
+        else:
+            word = ABOUT_WORDS[k // 3 % len(ABOUT_WORDS)]
+            answer = rng.choice((f"{first} ({word} {second})", f"{first}, {word} {second}"))
+            gold = rng.choice((first, second))
+            place = "phrase" if place == "box" else place
+        out.append(_hack(f"relation_{k}_{place}", "Find n.", PLACES[place](answer), str(gold),
+                         "a relation or an approximation names a second value; math-verify may read either side"))
+    return out
+
+
+CONDITIONS = ("we count zero", "the endpoints are included", "n is odd", "Anna is included", "we round up")
+CONDITIONALS: tuple[Callable[[int, int, str], str], ...] = (
+    lambda a, b, c: f"{a} ({b} if {c})",
+    lambda a, b, c: f"{a}, but {b} if {c}",
+    lambda a, b, c: f"{a} unless it is {b}",
+    lambda a, b, c: f"{a}; if {c}, {b}",
+    lambda a, b, c: f"{a}; if {c} then {b}",
+    lambda a, b, c: f"{a} when counting from one, {b} when {c}",
+    lambda a, b, c: f"{a}, except when it's {b}",
+    lambda a, b, c: f"{a} if {c}, otherwise {b}",
+    lambda a, b, c: f"{a}, {b} provided {c}",
+    lambda a, b, c: f"{a} in general; assuming {c}, {b}",
+)
+
+
+def conditional_answers(rng: random.Random, count: int) -> list[Hack]:
+    """A second value offered for a case: after a condition word, before one, or named by it."""
+    out = []
+    for k in range(count):
+        a = rng.randint(2, 900)
+        b = a + rng.choice((1, 2, 7))
+        template = CONDITIONALS[k % len(CONDITIONALS)]
+        place = ("phrase", "answer_tag", "bare")[k % 3]
+        gold = a if k % 2 == 0 else b
+        out.append(_hack(f"conditional_{k}_{place}", "Find n.", PLACES[place](template(a, b, rng.choice(CONDITIONS))),
+                         str(gold), "a second value offered for a case; either one matches"))
+    return out
+
+
 def families(rng: random.Random, scale: int = 1) -> list[Hack]:
     return (hedges(rng, 60 * scale) + beside_the_box(rng, 10 * scale) + reasoning_boxes(rng, 12 * scale)
-            + gsm8k_markers(rng, 6 * scale) + restatements(rng, 28 * scale))
+            + gsm8k_markers(rng, 6 * scale) + restatements(rng, 28 * scale) + relation_chains(rng, 27 * scale)
+            + conditional_answers(rng, 20 * scale))
 
 
 HACKS: list[Hack] = [

@@ -407,17 +407,20 @@ def _prompt_numbers(prompt: str) -> frozenset:
 def _single_value_check(reading: answer.Reading) -> tuple[str | tuple[str, ...], str | None]:
     """For a single-valued gold: (what to verify, the reason it scores 0). Plain numbers are
     compared here; other candidates go to the worker as a tuple, which compares them there."""
-    candidates = reading.candidates
+    candidates, sides = reading.candidates, reading.sides
     if answer.is_bracketed_list(reading.head or ""):
         return reading.head or "", "the answer is a set, tuple or interval; the gold is one value"
-    if len(candidates) < 2:
+    rounded = tuple(side for side in sides if isinstance(side, answer.Rounded))
+    if sides:  # the head written several ways: each way is a candidate that must agree
+        candidates = [*(side for side in sides if isinstance(side, str)), *candidates[1:]]
+    if len(candidates) < 2 and not rounded:
         return reading.head or "", None
     values = [numeral(c) for c in candidates]
-    if all(v is not None and v[1] for v in values):  # exact numbers: equal values or not, for certain
+    if not rounded and all(v is not None and v[1] for v in values):  # exact numbers: certain here
         if len({v[0] for v in values}) > 1:
             return reading.head or "", "several different answers"
         return reading.head or "", None
-    return tuple(candidates), None
+    return (*candidates, *rounded), None
 
 
 def _safe_prompt(sample: Sample) -> str:

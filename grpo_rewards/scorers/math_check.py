@@ -5,7 +5,8 @@ Tasks (tuples, so they pickle small):
   ("verify", gold, answer, options)    -> ("ok", bool), ("no_math", detail) for an answer that is
                                           not math, or ("unparseable", detail) for the gold
   ("verify", gold, (a, b, ...), options) -> the same for candidates that are one value, else
-                                          ("several", detail): the hedge check of `math.py`; with
+                                          ("several", detail): the hedge check of `math.py` (a
+                                          `Rounded` candidate must be the first rounded); with
                                           answer_mode "any", ("ok", whether any candidate matches)
 `options` is a `CheckOptions` tuple. math-verify's own SIGALRM timeouts are disabled here: the
 pool's per-task interrupt and kill are the limits (they also cover `parse`, which upstream's
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+from grpo_rewards.answer import Rounded
 from grpo_rewards.scorers import math_patches
 from grpo_rewards.procpool import SoftTimeout
 
@@ -380,22 +382,49 @@ def run_check(task: tuple) -> tuple[str, Any]:
     return ("ok", _verify(parsed_gold, parsed_answer, opts))
 
 
-def _verify_candidates(gold: str, candidates: tuple[str, ...], opts: CheckOptions) -> tuple[str, Any]:
+def _verify_candidates(gold: str, candidates: tuple[str | Rounded, ...], opts: CheckOptions) -> tuple[str, Any]:
     """Several candidate answers against one gold: ("several", detail) when two of them are
-    different values (a text that is not math counts as different), else the verdict on the first."""
+    different values (a text that is not math counts as different) or a `Rounded` one is not the
+    first rounded; else one value written several ways, and the gold may match any of them."""
     parsed_gold = _gold(gold, opts)
     if isinstance(parsed_gold, str):
         return ("timeout" if parsed_gold == _GOLD_TIMED_OUT else "unparseable", parsed_gold)
-    parsed = [_answer(c, opts) for c in candidates]
+    texts = [c.text if isinstance(c, Rounded) else c for c in candidates]
+    parsed = [_answer(text, opts) for text in texts]
     if opts.answer_mode == "any":
         return ("ok", any(p and _verify(parsed_gold, p, opts) for p in parsed))
     first = parsed[0]
-    for text, other in zip(candidates[1:], parsed[1:], strict=True):
-        if not (first and other and _verify(first, other, opts)):
-            return ("several", f"{candidates[0]!r} and {text!r} are different values")
+    for candidate, text, other in zip(candidates[1:], texts[1:], parsed[1:], strict=True):
+        same = first and other and (_rounds_to(first, other, candidate.places) if isinstance(candidate, Rounded)
+                                    else _verify(first, other, opts))
+        if not same:
+            return ("several", f"{texts[0]!r} and {text!r} are different values")
     if not first:
         return ("no_math", "math-verify found no expression in the answer")
-    return ("ok", _verify(parsed_gold, first, opts))
+    return ("ok", any(_verify(parsed_gold, p, opts) for p in parsed))
+
+
+def _rounds_to(exact: list[Any], rounded: list[Any], places: int | None) -> bool:
+    """Whether `rounded` is `exact` rounded: less than one unit of its last place apart (`places`
+    decimals); a side that is not a plain decimal has no last place, so it must be the same value."""
+    a, b = _constant(exact), _constant(rounded)
+    if a is None or b is None:
+        return False
+    return abs(a - b) < (10.0 ** -places if places is not None else 1e-9 * max(1.0, abs(a)))
+
+
+def _constant(parsed: list[Any]) -> complex | None:
+    """The value of the first parsed form that is a number without variables."""
+    from sympy import Expr  # heavy: math workers only
+
+    for form in parsed:
+        if isinstance(form, Expr) and not form.free_symbols:
+            try:
+                value = complex(form.evalf(30))
+            except (TypeError, ValueError, ArithmeticError):
+                return None
+            return value if cmath.isfinite(value) else None
+    return None
 
 
 def _verify(golds: list[Any], answers: list[Any], opts: CheckOptions) -> bool:

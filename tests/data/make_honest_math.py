@@ -5,7 +5,9 @@ Sources (each row says which): `champ` (the CHAMP competition answers of the `ch
 MIT, single expressions), `math_verify` (the golds of math-verify's own regression cases,
 tests/data/math_verify_cases.jsonl, that are one short value), `gsm8k_style` (generated word-problem
 answers: integers, money, percent, degrees, units, thousands; GSM8K's own answer format `#### N`),
-`choice` (generated multiple-choice answers, a letter and its text).
+`choice` (generated multiple-choice answers, a letter and its text), `remarks` (generated answers
+with a justification that holds a condition, working as a chain of `=`, the value and its rounding,
+a name given the value, thousands separated by spaces).
 
     python tests/data/make_honest_math.py
 """
@@ -59,6 +61,40 @@ def gsm8k_style(rng: random.Random, count: int) -> list[dict]:
     return rows
 
 
+def remarks(rng: random.Random, count: int) -> list[dict]:
+    """Answers with more than the value in them: a justification that holds a condition, an exact
+    chain of working, the value and its rounding, a name given the value, spaces between thousands."""
+    rows = []
+    for k in range(count):
+        a, b = rng.randint(2, 60), rng.randint(2, 40)
+        n, m = a + b, a * b
+        p, q = rng.randint(1, 99), rng.choice((3, 6, 7, 9, 11, 13))
+        r = rng.choice((2, 3, 5, 6, 7))
+        big = rng.randint(1000, 999_999)
+        styles = [
+            (f"The answer is {n}, because if you add {a} and {b} you get {n}.", str(n)),
+            (f"The answer is {m}, since if each box holds {a} then {b} boxes hold {m}.", str(m)),
+            (f"<answer>{m} apples, when each box holds {a}</answer>", str(m)),
+            (f"The answer is {n} students in all, if we count the teacher as well.", str(n)),
+            (f"The answer is {m}; if she had bought {b} more, she would have {m + b}.", str(m)),
+            (f"The answer is {n}, assuming each of the {b} days is the same.", str(n)),
+            (f"\\boxed{{{a} + {b} = {n}}}", str(n)),
+            (f"The answer is $x = {a} \\times {b} = {m}$.", str(m)),
+            (f"\\boxed{{\\frac{{{p}}}{{{q}}} \\approx {p / q:.2f}}}", f"\\frac{{{p}}}{{{q}}}"),
+            (f"\\boxed{{\\frac{{{p}}}{{{q}}} \\approx {p / q:.2f}}}", f"{p / q:.2f}"),
+            (f"The answer is $\\frac{{{p}}}{{{q}}}$, approximately {p / q:.3f}.", f"\\frac{{{p}}}{{{q}}}"),
+            (f"\\boxed{{{a}\\sqrt{{{r}}} \\approx {a * r ** 0.5:.2f}}}", f"{a}\\sqrt{{{r}}}"),
+            (f"The answer is ${a}\\sqrt{{{r}}} \\approx {a * r ** 0.5:.1f}$ cm.", f"{a}\\sqrt{{{r}}}"),
+            (f"The answer is {big:,} people.".replace(",", " "), str(big)),
+            (f"Final Answer: The largest $n$ is {n}.", str(n)),
+            (f"The answer is {n}, which is {b} more than {a}.", str(n)),
+            (f"<answer>{n}</answer> (I checked: {n} - {b} = {a}, so it holds if nothing else changes)", str(n)),
+        ]
+        completion, gold = styles[k % len(styles)]
+        rows.append({"source": "remarks", "gold": gold, "completion": completion})
+    return rows
+
+
 def choices(rng: random.Random, count: int) -> list[dict]:
     rows = []
     for k in range(count):
@@ -101,7 +137,7 @@ def math_verify_golds() -> list[dict]:
 
 def main() -> None:
     rng = random.Random(20261207)
-    rows = champ(rng) + math_verify_golds() + choices(rng, 150) + gsm8k_style(rng, 1600)
+    rows = champ(rng) + math_verify_golds() + choices(rng, 150) + gsm8k_style(rng, 1600) + remarks(rng, 510)
     rows += [{"source": "gsm8k_style", "gold": g, "completion": c} for g, c in [
         ("(1, 5]", "\\boxed{(1, 5]}"), ("\\{1, 2\\}", "The answer is $\\{1, 2\\}$."), ("[2, 7]", "<answer>[2,7]</answer>"),
         ("(-\\infty, 3)", "\\boxed{(-\\infty, 3)}")]]
