@@ -141,11 +141,6 @@ _CONDITIONS = frozenset({"if", "when", "whenever", "unless", "assuming", "provid
 _CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
 _SUBJECTS = frozenset({"it", "answer", "result", "it's", "that's", "answer's"})
 _COPULAS = frozenset({"is", "be", "equals", "was", "becomes", "it's", "that's", "answer's"})
-
-
-def _names_the_answer(words: list[str]) -> bool:
-    """Words that end in the answer as subject and a copula: "it is", "it would be", "the answer is"."""
-    return any(w in _SUBJECTS for w in words[-3:]) and any(w in _COPULAS for w in words[-2:])
 # A value after one of these alone is the head rounded, to agree with it (Rounded), not an alternative.
 _ABOUT = frozenset({"approximately", "approx", "about", "around", "roughly", "nearly", "almost", "circa", "ca",
                     "environ", "etwa", "ungefähr", "aproximadamente", "около", "примерно", "约", "大约"})
@@ -431,6 +426,11 @@ def _bar_is_or(text: str) -> bool:
     return len(pieces) > 1 and all(p.strip() for p in pieces)
 
 
+def _names_the_answer(words: list[str]) -> bool:
+    """Words that end in the answer as subject and a copula: "it is", "it would be", "the answer is"."""
+    return any(w in _SUBJECTS for w in words[-3:]) and any(w in _COPULAS for w in words[-2:])
+
+
 def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounded]:
     """The values `rest` (what follows the head and its unit) offers beside it, up to the first
     remark: after an "or" word or hedging adverb any value; after a comma, "and" or any one word
@@ -463,8 +463,8 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
                 return found
             elif words and set(words) <= _ABOUT and (bare or under_condition):
                 found.append(Rounded(value, _places(value)))
-            elif (len(words) <= 1 and bare) or under_condition or (consequent and bare and (len(case_words) <= 1 or _names_the_answer(case_words))) or any(
-                    w in _ALT_WORDS for w in words):
+            elif ((len(words) <= 1 and bare) or under_condition or any(w in _ALT_WORDS for w in words)
+                  or (consequent and bare and (len(case_words) <= 1 or _names_the_answer(case_words)))):
                 found.append(value)
             else:
                 return found
