@@ -253,27 +253,37 @@ def _sample(body: Any, layers: list[_Layer], head_proj: _Projection, dtype: torc
     x, start = body.embed_tokens(prompt_ids), 0
     out = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=prompt_ids.device)
     finished = torch.zeros(b, dtype=torch.bool, device=prompt_ids.device)
+    rows = torch.arange(b, device=prompt_ids.device)  # (A,) the rows still decoding: x, caches, masks hold these
     last = positions[:, -1:]
     for step in range(max_new_tokens):
         attend = mask[:, None]
-        cos, sin = (t[:, None] for t in body.rotary_emb(x, positions))                # (B, 1, T, D)
+        cos, sin = (t[:, None] for t in body.rotary_emb(x, positions))                # (A, 1, T, D)
         for layer in layers:
             x = layer(x, cos, sin, attend, start)
         h = body.norm(x[:, -1])
-        scores = head_proj(h if dtype is None else h.to(dtype)).float()               # (B, V)
+        scores = head_proj(h if dtype is None else h.to(dtype)).float()               # (A, V)
         if do_sample:
-            scores = _filter_logits(scores, temperature, top_k, top_p)
-            token = torch.multinomial(scores.softmax(-1), 1).squeeze(1)
+            probs = _filter_logits(scores, temperature, top_k, top_p).softmax(-1)
+            if rows.numel() < b:
+                # One draw per row of the whole batch, as generate() makes them: a row's draw depends on
+                # its own probabilities and the generator's position only, so seeded runs stay the same.
+                probs = probs.new_zeros(b, probs.size(1)).index_fill_(1, rows.new_zeros(1), 1.0).index_copy_(0, rows, probs)
+            token = torch.multinomial(probs, 1).squeeze(1)[rows]
         else:
             token = scores.argmax(-1)
-        token = torch.where(finished, pad_id, token)
-        out[:, step] = token
-        finished |= torch.isin(token, eos_ids)
+        token = torch.where(finished[rows], pad_id, token)
+        out[rows, step] = token
+        finished[rows] |= torch.isin(token, eos_ids)
         if bool(finished.all()):
             return out[:, :step + 1]
         start += x.size(1)
+        keep = (~finished[rows]).nonzero().squeeze(1)
+        if keep.numel() * 4 <= rows.numel() * 3:  # a quarter finished: drop them from the caches (a copy)
+            rows, token, valid, last = rows[keep], token[keep], valid[keep], last[keep]
+            for layer in layers:
+                layer.keys, layer.values = layer.keys[keep], layer.values[keep]
         valid[:, start] = True
-        mask = valid[:, None, :start + 1]                                          # (B, 1, L)
+        mask = valid[:, None, :start + 1]                                          # (A, 1, L)
         last = last + 1
         positions = last
         x = body.embed_tokens(token[:, None])

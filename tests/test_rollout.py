@@ -140,6 +140,25 @@ def test_lean_decode_picks_the_same_tokens_as_hf_generate(kind, sampling):
     assert torch.equal(results["hf"][0], results["auto"][0]) and torch.equal(results["hf"][1], results["auto"][1])
 
 
+@pytest.mark.parametrize("sampling", [False, True])
+def test_rows_that_finish_early_leave_the_batch_and_the_tokens_stay_hf_generates(sampling):
+    """Many EOS ids make rows end at different steps, so the lean loop drops finished rows from its
+    caches mid-batch; greedy and seeded sampling still pick HF `generate`'s tokens for every row."""
+    tokenizer = char_tokenizer()
+    model = small_decoder("llama", len(tokenizer), tokenizer)
+    rows = Prompts(tokenizer, 8).encode(["1+2=", "33+4=", "5=", "71-8="])
+    ids, mask = left_pad([r for r in rows for _ in range(4)], tokenizer.pad_token_id, torch.device("cpu"))
+    eos_ids = [i for i in range(len(tokenizer)) if i % 4 == 1]
+    config = generation_config(tokenizer, eos_ids, 16, sampling, 1.0, 1.0, 0)
+    results = {}
+    for backend in ("hf", "auto"):
+        torch.manual_seed(11)
+        results[backend] = generate(model, ids, mask, config, torch.tensor(eos_ids), backend)
+    assert torch.equal(results["hf"][0], results["auto"][0]) and torch.equal(results["hf"][1], results["auto"][1])
+    lengths = results["auto"][1].sum(1)
+    assert len(set(lengths.tolist())) >= 3 and int(lengths.min()) < 16 // 2  # rows did end at different steps
+
+
 def test_prepacked_bf16_projections_are_bitwise_f_linear():
     from grpo_core import decode
 
