@@ -14,10 +14,12 @@ import gc
 import io
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
 import types
+import warnings
 
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 DEVICES = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
@@ -130,7 +132,7 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
     return result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
 
 
-def run_main(path: str, program=None) -> int:
+def run_main(path: str, program=None, freeze: bool = True) -> int:
     """Run the program as `python main.py` would, inside this forked interpreter: the file at
     `path`, or `program` (compiled already) under that name."""
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
@@ -140,7 +142,8 @@ def run_main(path: str, program=None) -> int:
     sys.argv = [path]
     # What the program inherits from its worker is not its garbage: a collection that walked it
     # would copy (copy-on-write) every page it touches.
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     sys.path.insert(0, os.path.dirname(path))
     module = types.ModuleType("__main__")
     module.__file__ = path
@@ -183,3 +186,110 @@ def exit_code(value) -> int:
     except BaseException:  # noqa: BLE001
         pass
     return 1
+
+
+# ---- the long-lived tests' process of jobs with a peer -------------------------------------
+#
+# Why: a job with a peer (code_tests' assertion tests) is two processes, and on a busy core a
+# fresh process cost more than the tests it ran (fork's page-table copy, copy-on-write faults and
+# exit: ~5 ms of the ~15 ms a HumanEval sample cost; docs/benchmarks.md). Its code is trusted (the
+# reference's tests and our runtime) and receives only plain data from the program's process, so
+# one isolated process per worker runs job after job, each in a fresh module, while every program
+# still gets a fresh process of its own from the seed. What one run could leave to the next is
+# reset here (`Baseline`) and what cannot be reset ends the process (the next job gets a fresh
+# one), as do a crash, a timeout and every SERVE_RUNS runs.
+
+SERVE_RUNS = 64
+RUN_FDS = 4  # per run the worker sends the run's stdin, stdout, stderr and the channel to the peer (fd 3)
+
+
+class Baseline:
+    """What the tests' process was before its first run, and `restore()` after each run: True
+    when the run left nothing behind that a fresh process would not have (or it was reset)."""
+
+    def __init__(self) -> None:
+        self.modules = dict(sys.modules)
+        self.dicts = [(m.__dict__, dict(m.__dict__)) for m in self.modules.values() if hasattr(m, "__dict__")]
+        # Classes defined by those modules: a run may set a class attribute (`json.JSONEncoder.x = 1`).
+        classes = {id(v): v for m in self.modules.values() for v in getattr(m, "__dict__", {}).values()
+                   if isinstance(v, type) and v.__module__ == getattr(m, "__name__", None)}
+        self.classes = [(c.__dict__, dict(c.__dict__)) for c in classes.values()]
+        self.streams = (sys.stdin, sys.stdout, sys.stderr, sys.argv, sys.path[:])
+        self.environ = dict(os.environ)
+        self.filters = warnings.filters[:]
+        self.cwd = os.getcwd()
+        self.knobs = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval(),
+                      gc.isenabled(), gc.get_threshold())
+        self.signals = {s: signal.getsignal(s) for s in signal.valid_signals()
+                        if s not in (signal.SIGKILL, signal.SIGSTOP)}
+        import _thread
+
+        self.threads = _thread._count
+
+    def restore(self) -> bool:
+        sys.stdin, sys.stdout, sys.stderr, sys.argv, path = self.streams
+        sys.path[:] = path
+        for name in [n for n in sys.modules if n not in self.modules]:  # imported afresh by the next run
+            del sys.modules[name]
+        sys.modules.update(self.modules)  # __main__ and any the run removed
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum, handler in self.signals.items():
+            if signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+        limit, digits, interval, enabled, threshold = self.knobs
+        sys.setrecursionlimit(limit)
+        sys.set_int_max_str_digits(digits)
+        sys.setswitchinterval(interval)
+        (gc.enable if enabled else gc.disable)()
+        gc.set_threshold(*threshold)
+        os.chdir(self.cwd)
+        import random
+
+        random.seed()  # as after a fork (random's at-fork hook)
+        for now, then in self.dicts:  # where a warning was shown once ("default" action): not yet, afresh
+            if "__warningregistry__" in now and "__warningregistry__" not in then:
+                del now["__warningregistry__"]
+        try:  # the rest cannot be put back faithfully: changed, this process ends
+            return self.threads() == 0 and os.environ == self.environ and warnings.filters == self.filters and \
+                all(now == then for now, then in self.dicts) and all(now == then for now, then in self.classes)
+        except Exception:  # noqa: BLE001 - a value whose == raises counts as changed
+            return False
+
+
+def serve_runs(control: int, path: str, program) -> int:
+    """The tests' process: per message on `control`, the run's descriptors (0-3), then its code
+    runs as `run_main` runs it, and the reply is its exit code and whether it left this process
+    clean. Returns (to exit) after a run that was not clean or at the worker's end; the worker
+    ends it after SERVE_RUNS runs."""
+    sock = socket.socket(fileno=control)
+    gc.freeze()
+    baseline = Baseline()
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 64, RUN_FDS)
+        except OSError:
+            return 0
+        if not message or len(fds) != RUN_FDS:
+            return 0
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(os.path.dirname(path))  # the run's directory, made afresh for each run
+        code = run_main(path, program, freeze=False)
+        clean = baseline.restore()
+        # The run's garbage goes now: a socket or file object of it collected during a later run
+        # would close that run's descriptor of the same number.
+        gc.collect()
+        # The run's descriptors (and any it opened) closed before the reply: the worker reads its
+        # output to the end, and the peer sees the channel close.
+        for fd in range(3):
+            os.close(fd)
+        os.closerange(3, control)
+        os.closerange(control + 1, 1 << 16)
+        null = os.open(os.devnull, os.O_RDWR)  # 0-3 held, so the next run's descriptors land above them
+        for target in range(RUN_FDS):
+            if target != null:
+                os.dup2(null, target)
+        sock.send(f"{code} {int(clean)}".encode())
+        if not clean:
+            return 0
