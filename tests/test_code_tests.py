@@ -421,3 +421,16 @@ def test_a_reference_that_changes_its_process_never_changes_the_next_samples_ver
     assert [s.value for s in first + scores] == [1.0] * 5, [t for s in scores for t in s.info["tests"]
                                                                if t["status"] != "passed"]
     assert all(s.info["passed"] == len(checks) for s in (scores[1], scores[3]))
+
+
+def test_a_module_the_program_writes_is_never_imported_by_the_tests(scorer):
+    """The tests' process works in the run's directory, where the program may write; a module
+    planted there under a name the tests import (pytest) is not on the tests' import path, so its
+    code (here: one that would classify every failure as a pass) never runs on the tests' side."""
+    plant = ("import sys\nf = sys._getframe()\nwhile f is not None and '_grpo_pt' not in f.f_globals:\n"
+             "    f = f.f_back\nif f is not None:\n    f.f_globals['_grpo_pt'].__globals__['_classify'] = "
+             "lambda e: ('passed', '')\n")
+    program = f"open('pytest.py', 'w').write({plant!r})\n\ndef add(a, b):\n    return 0\n"
+    ref = {"test": "from solution import add\nimport pytest\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
+    s = one(scorer, fenced(program), ref)
+    assert s.value == 0.0 and s.info["tests"][0]["status"] == "failed", s.info

@@ -132,9 +132,10 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
     return result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
 
 
-def run_main(path: str, program=None, freeze: bool = True) -> int:
+def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = True) -> int:
     """Run the program as `python main.py` would, inside this forked interpreter: the file at
-    `path`, or `program` (compiled already) under that name."""
+    `path`, or `program` (compiled already) under that name; `import_dir`: with its directory
+    first on the import path, as `python main.py` has it."""
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
@@ -144,7 +145,8 @@ def run_main(path: str, program=None, freeze: bool = True) -> int:
     # would copy (copy-on-write) every page it touches.
     if freeze:
         gc.freeze()
-    sys.path.insert(0, os.path.dirname(path))
+    if import_dir:
+        sys.path.insert(0, os.path.dirname(path))
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = builtins
@@ -275,7 +277,9 @@ def serve_runs(control: int, path: str, program) -> int:
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(os.path.dirname(path))  # the run's directory, made afresh for each run
-        code = run_main(path, program, freeze=False)
+        # Not on the import path: the program's process writes there, and a module it planted
+        # (named as one the tests import) would run on the tests' side.
+        code = run_main(path, program, freeze=False, import_dir=False)
         clean = baseline.restore()
         # The run's garbage goes now: a socket or file object of it collected during a later run
         # would close that run's descriptor of the same number.
