@@ -282,8 +282,10 @@ def serve_runs(control: int, path: str, program) -> int:
         code = run_main(path, program, freeze=False, import_dir=False)
         clean = baseline.restore()
         # The run's garbage goes now: a socket or file object of it collected during a later run
-        # would close that run's descriptor of the same number.
+        # would close that run's descriptor of the same number. What survives is frozen, so the
+        # next collection walks only the next run's objects (1 ms a run otherwise, growing).
         gc.collect()
+        gc.freeze()
         # The run's descriptors (and any it opened) closed before the reply: the worker reads its
         # output to the end, and the peer sees the channel close.
         for fd in range(3):
