@@ -204,6 +204,23 @@ def test_jobs_with_a_peer_share_a_tests_process_that_no_change_of_a_run_outlives
         sb.close()
 
 
+def test_the_tests_process_reads_namespaces_version_tags_where_the_interpreter_keeps_them():
+    """The check that a run changed no module's or class's namespace reads their version tags on
+    CPython 3.11 and 3.12 (elsewhere it compares copies): every change renews a tag."""
+    from grpo_rewards.sandbox import runner
+
+    read = runner._version_tags()
+    if sys.implementation.name == "cpython" and sys.version_info[:2] in ((3, 11), (3, 12)):
+        assert read is not None
+    if read is not None:
+        namespace = {"x": 1}
+        before = read([namespace])
+        namespace["x"] = 2
+        changed = read([namespace])
+        del namespace["x"]
+        assert before != changed != read([namespace])
+
+
 def test_inherited_objects_are_frozen_but_the_programs_garbage_is_collected(sandbox):
     """The child freezes what it inherits (no copy-on-write by the collector); the program's own
     cycles are still collected."""

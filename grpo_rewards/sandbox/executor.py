@@ -33,6 +33,7 @@ import select
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 
@@ -73,6 +74,7 @@ class Executor:
         self.asked = ""  # the kind of peer (its code and limits) last asked of the seed, not yet taken
         self.peer: dict | None = None  # the running job's peer: pid, status fd
         self.tests: dict | None = None  # the long-lived process that runs jobs with a peer (runner.serve_runs)
+        self.watched: tuple[set, list] | None = None  # what its runs could change (runner.watched_dicts)
         self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
@@ -406,6 +408,8 @@ class Executor:
             self._end_tests()
         if self.tests is not None:
             return self.tests["pid"]
+        if self.watched is None:  # once: each tests' process inherits it
+            self.watched = (set(sys.modules), runner.watched_dicts(dict(sys.modules)))
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         status_r, status_w = os.pipe()
         # Its CPU limit covers all its runs; each run is held to its wall clock by this worker.
@@ -509,7 +513,7 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.serve_runs(CONTROL_FD, path, program) if serve else runner.run_main(path, program))
+        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else runner.run_main(path, program))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
