@@ -200,6 +200,10 @@ def exit_code(value) -> int:
 # still gets a fresh process of its own from the seed. What one run could leave to the next is
 # reset here (`Baseline`) and what cannot be reset ends the process (the next job gets a fresh
 # one), as do a crash, a timeout and every SERVE_RUNS runs.
+# Not a smaller fork template: the worker forked is ~15 MB (10 MB private), and what a fork
+# costs is mostly the child's copy-on-write faults and its exit, which any forked interpreter
+# pays (a bare `pass` process ~2 ms). Not the worker itself: it keeps the rights to make
+# namespaces and mounts, and a hung test could not be killed without killing it.
 
 SERVE_RUNS = 64
 RUN_FDS = 4  # per run the worker sends the run's stdin, stdout, stderr and the channel to the peer (fd 3)
