@@ -316,6 +316,7 @@ def serve_runs(control: int, path: str, program, watched: tuple[set, list]) -> i
     sock = socket.socket(fileno=control)
     gc.freeze()
     baseline = Baseline(watched)
+    _hold_run_fds(control)
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(sock, 64, RUN_FDS)
@@ -323,7 +324,7 @@ def serve_runs(control: int, path: str, program, watched: tuple[set, list]) -> i
             return 0
         if not message or len(fds) != RUN_FDS:
             return 0
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds):  # each received above 0-3, which /dev/null holds
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(os.path.dirname(path))  # the run's directory, made afresh for each run
@@ -338,14 +339,17 @@ def serve_runs(control: int, path: str, program, watched: tuple[set, list]) -> i
         gc.freeze()
         # The run's descriptors (and any it opened) closed before the reply: the worker reads its
         # output to the end, and the peer sees the channel close.
-        for fd in range(3):
-            os.close(fd)
-        os.closerange(3, control)
-        os.closerange(control + 1, 1 << 16)
-        null = os.open(os.devnull, os.O_RDWR)  # 0-3 held, so the next run's descriptors land above them
-        for target in range(RUN_FDS):
-            if target != null:
-                os.dup2(null, target)
+        _hold_run_fds(control)
         sock.send(f"{code} {int(clean)}".encode())
         if not clean:
             return 0
+
+
+def _hold_run_fds(control: int) -> None:
+    """Close every descriptor but `control` and hold 0-3 with /dev/null, so that the next run's
+    descriptors arrive above them."""
+    os.closerange(0, control)
+    os.closerange(control + 1, 1 << 16)
+    null = os.open(os.devnull, os.O_RDWR)  # 0, the lowest free
+    for target in range(1, RUN_FDS):
+        os.dup2(null, target)
