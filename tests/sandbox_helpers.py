@@ -38,12 +38,16 @@ def processes_of(uids: set[int]) -> list[tuple[int, str, int]]:
 
 def left_over(sandbox: LocalSandbox) -> list[tuple[int, str, int]]:
     """Processes of the sandbox uids that no run should have left: all of them but, per worker,
-    the one program's process its seed (a child of the worker) made ahead for the next job."""
+    the one program's process its seed (a child of the worker) made ahead for the next job and
+    the one tests' process (a child of the worker) that runs job after job with a peer."""
     seeds = {int(e) for e in filter(str.isdigit, os.listdir("/proc"))
              if int(_status(e).get("PPid", "0")) in sandbox.pids}
     found = processes_of(sandbox_uids(sandbox))
-    ahead = [p for p in found if p[2] in seeds]
-    return [p for p in found if p not in ahead] + (ahead if len(ahead) > len(sandbox.pids) else [])
+    kept = []
+    for parents in (seeds, set(sandbox.pids)):
+        these = [p for p in found if p[2] in parents]
+        kept += these if len(these) <= len(sandbox.pids) else []
+    return [p for p in found if p not in kept]
 
 
 def assert_nothing_left(sandbox: LocalSandbox, wait_s: float = 3.0) -> None:

@@ -389,3 +389,48 @@ def test_a_backend_that_drops_the_peer_scores_none_never_zero():
     scorer._backend = CodeOnly()
     [s] = scorer.score([Sample("", "def add(a, b):\n    return a + b", ADD_TEST)])
     assert s.value is None and "without the program's process" in s.info["reason"]
+
+
+def test_a_reference_that_changes_its_process_never_changes_the_next_samples_verdicts():
+    """Assertion tests of job after job run in one tests' process per worker (the local sandbox);
+    whatever a reference's setup changes there (a module's or a class's attribute, a builtin, the
+    recursion limit, the environment, the random state, sys.modules, a file, a thread) is put
+    back or ends that process, so the next sample's tests see what a fresh process would."""
+    import random
+
+    seeded = random.Random(7).random()
+    mutating = {"test": "import builtins, math, os, random, string, sys, threading, time\n"
+                        "math.pi = 3\nstring.Template.delimiter = '%'\nbuiltins.abs = lambda x: 0\n"
+                        "string.digits = 'x'\nsys.setrecursionlimit(500)\nos.environ['GRPO_LEAK'] = '1'\n"
+                        "random.seed(7)\nsys.modules['leak'] = math\nopen('leak.txt', 'w').write('x')\n"
+                        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+                        "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"}
+    checks = ["math.pi > 3.14", "string.Template.delimiter == '$'", "abs(-2) == 2",
+              "string.digits == '0123456789'", "sys.getrecursionlimit() >= 1000", "'GRPO_LEAK' not in os.environ",
+              f"random.random() != {seeded!r}", "'leak' not in sys.modules", "not os.path.exists('leak.txt')",
+              "threading.active_count() == 1", "candidate(1, 2) == 3"]
+    clean = {"test": "import math, os, random, string, sys, threading\ndef check(candidate):\n"
+                     + "".join(f"    assert {c}\n" for c in checks), "entry_point": "add"}
+    program = fenced("def add(a, b):\n    return a + b")
+    scorer = CodeTests(per_test_timeout_s=2.0, timeout_s=6.0, memory_mb=256, workers=1)
+    try:
+        first = scorer.score([Sample("", program, clean)])  # the tests' process, before any change
+        scores = scorer.score([Sample("", program, r) for r in (mutating, clean, mutating, clean)])
+    finally:
+        scorer.close()
+    assert [s.value for s in first + scores] == [1.0] * 5, [t for s in scores for t in s.info["tests"]
+                                                               if t["status"] != "passed"]
+    assert all(s.info["passed"] == len(checks) for s in (scores[1], scores[3]))
+
+
+def test_a_module_the_program_writes_is_never_imported_by_the_tests(scorer):
+    """The tests' process works in the run's directory, where the program may write; a module
+    planted there under a name the tests import (pytest) is not on the tests' import path, so its
+    code (here: one that would classify every failure as a pass) never runs on the tests' side."""
+    plant = ("import sys\nf = sys._getframe()\nwhile f is not None and '_grpo_pt' not in f.f_globals:\n"
+             "    f = f.f_back\nif f is not None:\n    f.f_globals['_grpo_pt'].__globals__['_classify'] = "
+             "lambda e: ('passed', '')\n")
+    program = f"open('pytest.py', 'w').write({plant!r})\n\ndef add(a, b):\n    return 0\n"
+    ref = {"test": "from solution import add\nimport pytest\n\ndef test_add():\n    assert add(1, 2) == 3\n"}
+    s = one(scorer, fenced(program), ref)
+    assert s.value == 0.0 and s.info["tests"][0]["status"] == "failed", s.info

@@ -181,6 +181,46 @@ def test_a_peer_ends_with_its_run_and_shares_its_process_limit(sandbox):
     assert_nothing_left(sandbox)
 
 
+def test_jobs_with_a_peer_share_a_tests_process_that_no_change_of_a_run_outlives():
+    """The code of jobs with a peer runs job after job in one process per worker (its CPU time
+    adds up), each run in a fresh module with fresh descriptors; a run that changed what cannot
+    be put back (a module's attribute) leaves the next job a fresh process, as does a timeout."""
+    burn = ("import socket, time\nsocket.socket(fileno=3).sendall(b'x')\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.05:\n    pass\nprint(time.process_time() >= 0.05 * int(input()))")
+    peer = "import socket\nsocket.socket(fileno=3).recv(1)"
+    fresh = "import json, time\nprint(hasattr(json, 'leak'), time.process_time() < 0.05)"
+    sb = LocalSandbox(workers=1)
+    try:
+        runs = sb.run_many([Job(burn, str(n), SAFE, peer=peer) for n in (1, 2, 3)])
+        assert [r.stdout for r in runs] == ["True\n"] * 3, [r.stderr for r in runs]
+        jobs = [Job("import json\njson.leak = 1", "", SAFE, peer=peer), Job(fresh, "", SAFE, peer=peer),
+                Job("while True:\n    pass", "", replace(SAFE, wall_s=0.5), peer=peer),
+                Job(fresh, "", replace(SAFE, wall_s=0.5), peer=peer)]
+        runs = sb.run_many(jobs)
+        assert [r.status for r in runs] == ["ok", "ok", "timeout", "ok"]
+        assert runs[1].stdout == runs[3].stdout == "False True\n", [r.stderr for r in runs]
+        assert_nothing_left(sb)
+    finally:
+        sb.close()
+
+
+def test_the_tests_process_reads_namespaces_version_tags_where_the_interpreter_keeps_them():
+    """The check that a run changed no module's or class's namespace reads their version tags on
+    CPython 3.11 and 3.12 (elsewhere it compares copies): every change renews a tag."""
+    from grpo_rewards.sandbox import runner
+
+    read = runner._version_tags()
+    if sys.implementation.name == "cpython" and sys.version_info[:2] in ((3, 11), (3, 12)):
+        assert read is not None
+    if read is not None:
+        namespace = {"x": 1}
+        before = read([namespace])
+        namespace["x"] = 2
+        changed = read([namespace])
+        del namespace["x"]
+        assert before != changed != read([namespace])
+
+
 def test_inherited_objects_are_frozen_but_the_programs_garbage_is_collected(sandbox):
     """The child freezes what it inherits (no copy-on-write by the collector); the program's own
     cycles are still collected."""

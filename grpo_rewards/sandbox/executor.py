@@ -17,6 +17,9 @@ every run, so the environment that names it is set once per worker: PATH, HOME, 
 nothing else), stdin from a memfd or /dev/null, only fds 0-2, rlimits (hard = soft), a non-root
 uid, a parent-death signal, no_new_privs, Landlock and a seccomp filter; then its code runs in
 this (forked) interpreter. The worker enforces the wall clock and the output cap.
+A job with a peer (code_tests' assertion tests) is the exception: its code runs in one long-lived
+process per worker, isolated the same way, job after job (why, and what keeps runs apart:
+runner.py, "the long-lived tests' process"); its peer is forked afresh for each job by the seed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import select
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 
@@ -45,6 +49,7 @@ PRELOAD = ("base64 importlib.util marshal fcntl array bisect collections copy da
 PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 PEER_FD = 3  # a job's peer and its code hold their end of the socket here
+CONTROL_FD = 4  # the tests' process's socket to its worker (see runner.serve_runs)
 SEED_COMPILED_KEEP = 8  # programs kept compiled (the same few for every run: one per scorer kind)
 POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
@@ -68,6 +73,8 @@ class Executor:
         self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
         self.asked = ""  # the kind of peer (its code and limits) last asked of the seed, not yet taken
         self.peer: dict | None = None  # the running job's peer: pid, status fd
+        self.tests: dict | None = None  # the long-lived process that runs jobs with a peer (runner.serve_runs)
+        self.watched: tuple[set, list] | None = None  # what its runs could change (runner.watched_dicts)
         self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
@@ -94,7 +101,11 @@ class Executor:
         if self.layers["private_tmp"] and self.scratch == "/tmp":
             self.scratch = tempfile.mkdtemp(prefix="grpo-sandbox-")  # on the host: removed at exit
         self.landlock_abi = layers.landlock_abi()
-        self.rundir = os.path.join(self.scratch, "run")
+        # Run directories (the run's, the peers' made ahead) live in one directory: the tests'
+        # process, which outlives runs, may write below it (Landlock holds a directory, not a name).
+        self.runs = os.path.join(self.scratch, "runs")
+        os.mkdir(self.runs, 0o711)
+        self.rundir = os.path.join(self.runs, "run")
         # What every run's environment is, set here once: setting it in each forked run cost that
         # run ~100 page faults (copy-on-write) of os.environ's machinery.
         os.environ.clear()
@@ -237,10 +248,15 @@ class Executor:
             self.leftover = self.rundir
             return runner.result("infra", detail=f"could not prepare the run: {exc}", started=started)
         try:
-            pid, pidns_error = self._fork(pidns)
+            if peer:  # the job's code runs in the tests' process, which set itself up when it started
+                pid = self._tests_process((program, kind), limits, program)
+                socket.send_fds(self.tests["control"], [b"run"], [stdin_fd, pipes[0][1], pipes[1][1], channel[0]])
+                os.write(pipes[2][1], b"ready\n")
+            else:
+                pid, pidns_error = self._fork(pidns)
             if pid == 0:
                 try:
-                    fds = {0: stdin_fd, 1: pipes[0][1], 2: pipes[1][1], **{PEER_FD: c for c in channel}}
+                    fds = {0: stdin_fd, 1: pipes[0][1], 2: pipes[1][1]}
                     self._child(workdir, fds, pipes[2][1], limits, probe, pidns_error, program,
                                 os.path.join(workdir, PROGRAM))
                 finally:
@@ -256,6 +272,7 @@ class Executor:
             return self._collect(pid, [r for r, _ in pipes], limits, started, probe)
         except OSError as exc:
             self._end_peer()
+            self._end_tests()
             return runner.result("infra", detail=f"could not start the program: {exc}", started=started)
         finally:
             for fd in [stdin_fd, *(fd for pair in pipes for fd in pair), *channel]:
@@ -305,7 +322,7 @@ class Executor:
             request = json.loads(message)
             fds: list[int] = []
             try:
-                workdir = os.path.join(self.scratch, f"peer-{made}")
+                workdir = os.path.join(self.runs, f"peer-{made}")
                 self._make_dir(workdir)
                 fds = [*(s.detach() for s in socket.socketpair()), *os.pipe()]  # channel ends, status r/w
                 code, limits = self._compiled(request["peer"]), runner.parse_limits(request["limits"])
@@ -381,6 +398,74 @@ class Executor:
             raise OSError(errno.EPERM, f"the program's process: {status.partition(' ')[2].strip() or 'died'}")
         return fds[0]
 
+    # ---- the tests' process: one per worker, for job after job with a peer (see runner.py) -------
+
+    def _tests_process(self, kind: tuple, limits: dict, program) -> int:
+        """The pid of the tests' process for jobs of this kind (code and limits), started now
+        (isolated under every layer; Landlock lets it write below the run directories' parent)
+        unless running already."""
+        if self.tests is not None and (self.tests["kind"][0] is not kind[0] or self.tests["kind"][1] != kind[1]):
+            self._end_tests()
+        if self.tests is not None:
+            return self.tests["pid"]
+        if self.watched is None:  # once: each tests' process inherits it
+            self.watched = (set(sys.modules), runner.watched_dicts(dict(sys.modules)))
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        status_r, status_w = os.pipe()
+        # Its CPU limit covers all its runs; each run is held to its wall clock by this worker.
+        limits = {**limits, "rlimits": {**limits["rlimits"]}}
+        cpu = limits["rlimits"]["RLIMIT_CPU"][0] * runner.SERVE_RUNS
+        limits["rlimits"]["RLIMIT_CPU"] = (cpu, cpu + 1)
+        try:
+            pid, pidns_error = self._fork("pid_namespace" in self.per_run)
+            if pid == 0:
+                try:
+                    mine.close()
+                    self._child(self.runs, {0: None, 1: None, 2: None, CONTROL_FD: theirs.fileno()}, status_w,
+                                limits, False, pidns_error, program, os.path.join(self.rundir, PROGRAM), serve=True)
+                finally:
+                    os._exit(127)
+            self.tests = {"pid": pid, "control": mine, "kind": kind, "cpu": cpu, "runs": 0}
+            os.close(status_w)
+            status_w = -1
+            status = bytearray()
+            while chunk := os.read(status_r, 4096):  # until it is ready (it closes its end) or gone
+                status += chunk
+        finally:
+            theirs.close()
+            for fd in (status_r, status_w):
+                runner.close_quietly(fd)
+        if not runner.status_lines(status).get("ready"):
+            self._end_tests()
+            why = status.decode(errors="replace").partition(" ")[2].strip() or "died"
+            raise OSError(errno.EPERM, f"the tests' process: {why}")
+        return pid
+
+    def _tests_reply(self) -> int | None:
+        """After a run: the tests' process's exit code for it, or None when the process ended."""
+        try:
+            message = self.tests["control"].recv(64, socket.MSG_DONTWAIT)
+        except OSError:
+            message = b""
+        if not message:
+            return None
+        code, clean = (int(x) for x in message.split())
+        self.tests["runs"] += 1
+        if not clean or self.tests["runs"] >= runner.SERVE_RUNS:  # a fresh one for the next job
+            self._end_tests()
+        return code
+
+    def _end_tests(self) -> None:
+        tests, self.tests = self.tests, None
+        if tests is None:
+            return
+        tests["control"].close()  # it leaves at its next read, or dies here
+        try:
+            os.kill(tests["pid"], signal.SIGKILL)
+            os.waitpid(tests["pid"], 0)
+        except OSError:
+            pass
+
     def cleanup(self) -> None:
         if self.leftover:
             shutil.rmtree(self.leftover, ignore_errors=True)
@@ -402,11 +487,12 @@ class Executor:
         return pid, error
 
     def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
-               path: str) -> None:
+               path: str, serve: bool = False) -> None:
         """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
         `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
-        `program` (compiled; None: the file at `path`) as `python path` would run it."""
-        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, PEER_FD + 1)
+        `program` (compiled; None: the file at `path`) as `python path` would run it, once or (`serve`,
+        the tests' process) for each run its worker sends."""
+        status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
         elif pidns_error:
@@ -427,7 +513,7 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.run_main(path, program))
+        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else runner.run_main(path, program))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
@@ -477,6 +563,7 @@ class Executor:
             runner.grow_pipe(fd, cap + 1)
         deadline = started + limits["wall_s"]
         pidfd = os.pidfd_open(pid)
+        waits = [pidfd, self.tests["control"]] if self.tests is not None and self.tests["pid"] == pid else [pidfd]
         killed = None
         try:
             while True:
@@ -485,18 +572,27 @@ class Executor:
                     killed = killed or "timeout"
                     self._kill(pid)
                     break
-                exited = bool(select.select([pidfd], [], [], min(deadline - now, POLL_S))[0])
+                exited = bool(select.select(waits, [], [], min(deadline - now, POLL_S))[0])
                 if self._drain(bufs, out_fd, err_fd, cap) and killed is None:
                     killed = "output_limit"
                     self._kill(pid)
                     break
                 if exited:
                     break
-            _, wstatus, usage = os.wait4(pid, 0)
+            cpu = limits["rlimits"]["RLIMIT_CPU"][0]
+            code = self._tests_reply() if len(waits) > 1 and killed is None else None
+            if code is not None:  # a run of the tests' process, which goes on
+                wstatus, used = code << 8, 0.0
+            else:
+                if len(waits) > 1:  # the tests' process ended (or was killed): reaped here
+                    cpu, self.tests = self.tests["cpu"], None
+                    waits[1].close()
+                _, wstatus, usage = os.wait4(pid, 0)
+                used = usage.ru_utime + usage.ru_stime
         finally:
             os.close(pidfd)
             self._end_peer()
-        if killed is None and usage.ru_utime + usage.ru_stime >= limits["rlimits"]["RLIMIT_CPU"][0]:
+        if killed is None and used >= cpu:
             # Init of a PID namespace ignores SIGXCPU: the hard limit's SIGKILL ends it instead.
             killed = "cpu"
         self._drain_after_exit(bufs, fds, cap)

@@ -14,10 +14,12 @@ import gc
 import io
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
 import types
+import warnings
 
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 DEVICES = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]
@@ -130,9 +132,10 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
     return result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
 
 
-def run_main(path: str, program=None) -> int:
+def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = True) -> int:
     """Run the program as `python main.py` would, inside this forked interpreter: the file at
-    `path`, or `program` (compiled already) under that name."""
+    `path`, or `program` (compiled already) under that name; `import_dir`: with its directory
+    first on the import path, as `python main.py` has it."""
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
@@ -140,8 +143,10 @@ def run_main(path: str, program=None) -> int:
     sys.argv = [path]
     # What the program inherits from its worker is not its garbage: a collection that walked it
     # would copy (copy-on-write) every page it touches.
-    gc.freeze()
-    sys.path.insert(0, os.path.dirname(path))
+    if freeze:
+        gc.freeze()
+    if import_dir:
+        sys.path.insert(0, os.path.dirname(path))
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = builtins
@@ -183,3 +188,168 @@ def exit_code(value) -> int:
     except BaseException:  # noqa: BLE001
         pass
     return 1
+
+
+# ---- the long-lived tests' process of jobs with a peer -------------------------------------
+#
+# Why: a job with a peer (code_tests' assertion tests) is two processes, and on a busy core a
+# fresh process cost more than the tests it ran (fork's page-table copy, copy-on-write faults and
+# exit: ~5 ms of the ~15 ms a HumanEval sample cost; docs/benchmarks.md). Its code is trusted (the
+# reference's tests and our runtime) and receives only plain data from the program's process, so
+# one isolated process per worker runs job after job, each in a fresh module, while every program
+# still gets a fresh process of its own from the seed. What one run could leave to the next is
+# reset here (`Baseline`) and what cannot be reset ends the process (the next job gets a fresh
+# one), as do a crash, a timeout and every SERVE_RUNS runs.
+# Not a smaller fork template: the worker forked is ~15 MB (10 MB private), and what a fork
+# costs is mostly the child's copy-on-write faults and its exit, which any forked interpreter
+# pays (a bare `pass` process ~2 ms). Not the worker itself: it keeps the rights to make
+# namespaces and mounts, and a hung test could not be killed without killing it.
+
+SERVE_RUNS = 64
+RUN_FDS = 4  # per run the worker sends the run's stdin, stdout, stderr and the channel to the peer (fd 3)
+
+
+def watched_dicts(modules: dict) -> list[dict]:
+    """The namespaces a run could change: each of these modules' and each class's they define
+    (a run may set `json.JSONEncoder.x = 1`)."""
+    found: dict[int, dict] = {}
+    for name, module in modules.items():
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict:
+            continue
+        found[id(namespace)] = namespace
+        for value in namespace.values():
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for real in gc.get_referents(value.__dict__):  # the class's own dict, behind its proxy
+                    found[id(real)] = real
+    return list(found.values())
+
+
+def _version_tags():
+    """A reader of dicts' version tags, or None. CPython 3.11 and 3.12 keep in each dict's header
+    a tag that every change of the dict renews (PEP 509): reading it, unlike comparing the dict
+    with a copy, writes nothing, so a fresh tests' process copies no page of its parent's to
+    check ~850 namespaces (0.1 ms instead of 0.6). Checked here on a probe dict; elsewhere (or
+    a build whose header differs) the namespaces are compared in full with copies."""
+    if sys.implementation.name != "cpython" or sys.version_info[:2] not in ((3, 11), (3, 12)) or \
+            hasattr(sys, "getobjects"):  # a Py_TRACE_REFS build: a longer object header
+        return None
+    try:
+        import ctypes
+
+        read = ctypes.c_uint64.from_address
+        probe = {0: 0}
+        tag = read(id(probe) + 24).value  # after the reference count, the type and the item count
+        probe[0] = 1
+        if read(id(probe) + 24).value == tag:
+            return None
+    except (ImportError, OSError, ValueError):
+        return None
+    return lambda dicts: [read(id(d) + 24).value for d in dicts]
+
+
+class Baseline:
+    """What the tests' process was before its first run, and `restore()` after each run: True
+    when the run left nothing behind that a fresh process would not have (or it was reset).
+    `watched`: `watched_dicts` of the modules loaded when the worker made it (its children
+    inherit the list; making it touches every object they hold)."""
+
+    def __init__(self, watched: tuple[set, list]) -> None:
+        self.modules = dict(sys.modules)
+        names, dicts = watched
+        dicts = dicts + watched_dicts({n: m for n, m in self.modules.items() if n not in names})
+        # Changed by every run and put back by restore(): compared in full with a copy.
+        self.copied = [(d, dict(d)) for d in (sys.__dict__, globals())]
+        self.read = _version_tags()
+        self.tagged = [d for d in dicts if d is not sys.__dict__ and d is not globals()]
+        if self.read is None:
+            self.copied += [(d, dict(d)) for d in self.tagged]
+            self.tagged = []
+        self.tags = self.read(self.tagged) if self.tagged else []
+        self.streams = (sys.stdin, sys.stdout, sys.stderr, sys.argv, sys.path[:])
+        self.environ = dict(os.environ)
+        self.filters = warnings.filters[:]
+        self.cwd = os.getcwd()
+        self.knobs = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval(),
+                      gc.isenabled(), gc.get_threshold())
+        self.signals = {s: signal.getsignal(s) for s in signal.valid_signals()
+                        if s not in (signal.SIGKILL, signal.SIGSTOP)}
+        import _thread
+
+        self.threads = _thread._count
+
+    def restore(self) -> bool:
+        sys.stdin, sys.stdout, sys.stderr, sys.argv, path = self.streams
+        sys.path[:] = path
+        for name in [n for n in sys.modules if n not in self.modules]:  # imported afresh by the next run
+            del sys.modules[name]
+        sys.modules.update(self.modules)  # __main__ and any the run removed
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum, handler in self.signals.items():
+            if signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+        limit, digits, interval, enabled, threshold = self.knobs
+        sys.setrecursionlimit(limit)
+        sys.set_int_max_str_digits(digits)
+        sys.setswitchinterval(interval)
+        (gc.enable if enabled else gc.disable)()
+        gc.set_threshold(*threshold)
+        os.chdir(self.cwd)
+        import random
+
+        random.seed()  # as after a fork (random's at-fork hook)
+        for now, then in self.copied:  # where a warning was shown once ("default" action): not yet, afresh
+            if "__warningregistry__" in now and "__warningregistry__" not in then:
+                del now["__warningregistry__"]
+        try:  # the rest cannot be put back faithfully: changed, this process ends
+            return self.threads() == 0 and os.environ == self.environ and warnings.filters == self.filters and \
+                all(now == then for now, then in self.copied) and (not self.tagged or self.read(self.tagged) == self.tags)
+        except Exception:  # noqa: BLE001 - a value whose == raises counts as changed
+            return False
+
+
+def serve_runs(control: int, path: str, program, watched: tuple[set, list]) -> int:
+    """The tests' process: per message on `control`, the run's descriptors (0-3), then its code
+    runs as `run_main` runs it, and the reply is its exit code and whether it left this process
+    clean. Returns (to exit) after a run that was not clean or at the worker's end; the worker
+    ends it after SERVE_RUNS runs."""
+    sock = socket.socket(fileno=control)
+    gc.freeze()
+    baseline = Baseline(watched)
+    _hold_run_fds(control)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 64, RUN_FDS)
+        except OSError:
+            return 0
+        if not message or len(fds) != RUN_FDS:
+            return 0
+        for target, fd in enumerate(fds):  # each received above 0-3, which /dev/null holds
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(os.path.dirname(path))  # the run's directory, made afresh for each run
+        # Not on the import path: the program's process writes there, and a module it planted
+        # (named as one the tests import) would run on the tests' side.
+        code = run_main(path, program, freeze=False, import_dir=False)
+        clean = baseline.restore()
+        # The run's garbage goes now: a socket or file object of it collected during a later run
+        # would close that run's descriptor of the same number. What survives is frozen, so the
+        # next collection walks only the next run's objects (1 ms a run otherwise, growing).
+        gc.collect()
+        gc.freeze()
+        # The run's descriptors (and any it opened) closed before the reply: the worker reads its
+        # output to the end, and the peer sees the channel close.
+        _hold_run_fds(control)
+        sock.send(f"{code} {int(clean)}".encode())
+        if not clean:
+            return 0
+
+
+def _hold_run_fds(control: int) -> None:
+    """Close every descriptor but `control` and hold 0-3 with /dev/null, so that the next run's
+    descriptors arrive above them."""
+    os.closerange(0, control)
+    os.closerange(control + 1, 1 << 16)
+    null = os.open(os.devnull, os.O_RDWR)  # 0, the lowest free
+    for target in range(1, RUN_FDS):
+        os.dup2(null, target)
