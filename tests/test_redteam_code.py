@@ -37,7 +37,8 @@ def test_the_code_family_covers_the_issue():
     assert all(h.family == "code" and h.scorer == "code_tests" and h.why for h in HACKS)
     # each family crosses its ways in with the tests they target (a new way or test is a new row)
     assert {name: len(hacks) for name, hacks in FAMILIES.items()} == {
-        "forged_verdicts": 20, "library_liars": 30, "lying_operations": 36, "patched_test_dependencies": 48}
+        "forged_verdicts": 20, "library_liars": 30, "lying_operations": 36, "patched_test_dependencies": 48,
+        "planted_modules": 9}
 
 
 def test_honest_solutions_pass_every_family_reference():
