@@ -54,7 +54,7 @@ def train_and_eval(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     run_dir = args.out / f"seed_{seed}"
     record: dict[str, Any] = {"seed": seed}
     cost_file = run_dir / "cost.json"
-    if not (run_dir / "final").exists():
+    if not (run_dir / "complete.json").exists():  # a finished run's adapter may be gone (results kept in git)
         sets = [f"seed={seed}", f"output_dir={run_dir.resolve()}", f"torch_threads={args.threads}",
                 "report_to=[]", *args.set]
         if args.max_steps:
