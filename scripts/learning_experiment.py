@@ -44,9 +44,10 @@ def run(command: list[str], nice: int | None) -> dict[str, float]:
             "peak_rss_gib": usage.ru_maxrss / 2**20}  # ru_maxrss is in KiB on Linux
 
 
-def eval_command(args: argparse.Namespace, output: Path, *extra: str) -> list[str]:
+def eval_command(args: argparse.Namespace, output: Path, *extra: str, num_samples: int | None = None) -> list[str]:
+    samples = args.num_samples if num_samples is None else num_samples
     return [str(BIN / "grpo-train"), "eval", args.config, "--size", str(args.eval_size), "--num-samples",
-            str(args.num_samples), "--threads", str(args.threads), "--output", str(output), "--no-progress",
+            str(samples), "--threads", str(args.threads), "--output", str(output), "--no-progress",
             *[x for s in args.set for x in ("--set", s)], *args.set_eval, *extra]
 
 
@@ -76,7 +77,8 @@ def train_and_eval(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
 def trl_run(args: argparse.Namespace) -> dict[str, Any]:
     """TRL on the same recipe under a wall-clock budget; each adapter checkpoint evaluated like the
-    in-training evals (the config's eval_size, greedy), the last one also on --eval-size like the seeds."""
+    in-training evals (the config's eval_size, greedy), the last one also on --eval-size (greedy unless
+    --trl-num-samples)."""
     out = args.out / f"trl_seed_{args.trl_seed}"
     if not (out / "clock.jsonl").exists() or not list(out.glob("checkpoint-*")):
         run([sys.executable, str(Path(__file__).with_name("trl_recipe.py")), args.config, "--seed", str(args.trl_seed),
@@ -98,7 +100,8 @@ def trl_run(args: argparse.Namespace) -> dict[str, Any]:
         curve.append({"step": step, "minutes": clock[step]["wall_s"] / 60, "accuracy": accuracy})
     final = out / "eval.json"
     if checkpoints and not final.exists():
-        run(eval_command(args, final, "--adapter", str(checkpoints[-1]), "--seed", str(args.trl_seed)), args.nice)
+        run(eval_command(args, final, "--adapter", str(checkpoints[-1]), "--seed", str(args.trl_seed),
+                         num_samples=args.trl_num_samples), args.nice)
     return {"curve": curve, "eval": json.loads(final.read_text()) if final.exists() else None}
 
 
@@ -205,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="an extra argument for every eval, e.g. --set-eval=--batch-size=16 (repeatable)")
     parser.add_argument("--trl-seed", type=int, help="also train this seed with TRL's GRPOTrainer (scripts/trl_recipe.py)")
     parser.add_argument("--trl-budget-minutes", type=float, default=45.0)
+    parser.add_argument("--trl-num-samples", type=int, default=0, help="samples per problem in TRL's final eval "
+                        "(0: greedy only; the comparison with TRL is held-out accuracy against training time)")
     parser.add_argument("--trl-save-steps", type=int, default=20, help="TRL adapter checkpoints (evaluated) every N steps")
     parser.add_argument("--out", type=Path, default=Path("outputs/rg_experiment"))
     parser.add_argument("--train-only", action="store_true", help="run the training stages (every seed, then TRL) "

@@ -58,4 +58,5 @@ def test_experiment_script_runs_seeds_evals_trl_and_writes_the_table(tmp_path):
     assert [c["step"] for c in summary["trl"]["curve"]] == [2]  # TRL's checkpoint, evaluated
     assert summary["trl"]["curve"][0]["minutes"] > 0
     assert summary["trl"]["comparison"]["greedy_accuracy"]["n"] == 6
+    assert "pass@2" not in summary["trl"]["metrics"]  # TRL's final eval is greedy (--trl-num-samples 0)
     assert (out / "curve.png").stat().st_size > 0 and (out / "vs_trl.png").stat().st_size > 0
