@@ -10,9 +10,11 @@ from __future__ import annotations
 import atexit
 import builtins
 import fcntl
+import _thread
 import gc
 import io
 import os
+import random
 import signal
 import socket
 import sys
@@ -235,7 +237,7 @@ def _version_tags():
             hasattr(sys, "getobjects"):  # a Py_TRACE_REFS build: a longer object header
         return None
     try:
-        import ctypes
+        import ctypes  # optional: a Python built without it compares copies instead
 
         read = ctypes.c_uint64.from_address
         probe = {0: 0}
@@ -274,8 +276,6 @@ class Baseline:
                       gc.isenabled(), gc.get_threshold())
         self.signals = {s: signal.getsignal(s) for s in signal.valid_signals()
                         if s not in (signal.SIGKILL, signal.SIGSTOP)}
-        import _thread
-
         self.threads = _thread._count
 
     def restore(self) -> bool:
@@ -295,8 +295,6 @@ class Baseline:
         (gc.enable if enabled else gc.disable)()
         gc.set_threshold(*threshold)
         os.chdir(self.cwd)
-        import random
-
         random.seed()  # as after a fork (random's at-fork hook)
         for now, then in self.copied:  # where a warning was shown once ("default" action): not yet, afresh
             if "__warningregistry__" in now and "__warningregistry__" not in then:
