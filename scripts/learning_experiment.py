@@ -2,7 +2,7 @@
 against the base on the same held-out problems, then a table and a plot of the eval curve over seeds.
 
     .venv/bin/python scripts/learning_experiment.py examples/smollm2_rg.yaml --seeds 1 2 3 \\
-        --eval-size 512 --out outputs/rg_experiment
+        --eval-size 512 --out docs/results/rg_experiment
 
 Every stage is a real `grpo-train` / `grpo-train eval` command (printed before it runs), each under
 `nice` when asked. A stage whose output exists is skipped (training continues with --resume), so a
@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trl-num-samples", type=int, default=0, help="samples per problem in TRL's final eval "
                         "(0: greedy only; the comparison with TRL is held-out accuracy against training time)")
     parser.add_argument("--trl-save-steps", type=int, default=20, help="TRL adapter checkpoints (evaluated) every N steps")
-    parser.add_argument("--out", type=Path, default=Path("outputs/rg_experiment"))
+    parser.add_argument("--out", type=Path, default=Path("docs/results/rg_experiment"),
+                        help="where results go; the default is kept in git (adapters and checkpoints are ignored)")
     parser.add_argument("--train-only", action="store_true", help="run the training stages (every seed, then TRL) "
                         "and stop; a later run without it evaluates them, so runs compare under one machine state")
     args = parser.parse_args(argv)
