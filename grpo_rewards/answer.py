@@ -55,7 +55,7 @@ _EMPHASIS = re.compile(r"\*\*|__|`")
 _LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&")
 
 
-def _unwrap(text: str) -> str:
+def _drop_wrappers(text: str) -> str:
     """`\\boxed{x}`, `\\text{x}`, `\\mathrm{x}` -> ` x `, nested braces respected (one pass over
     the brace pairs, so that nested wrappers stay linear)."""
     if not _WRAPPER.search(text):
@@ -93,10 +93,10 @@ def normalise(text: str) -> str:
     text = text[:MAX_REGION]
     if _PRESENTATION.search(text):
         text = _without_presentation(text)
-    return _fold(text)
+    return _normalise_spacing(text)
 
 
-def _fold(text: str) -> str:
+def _normalise_spacing(text: str) -> str:
     """Whitespace folded, and digit groups joined across the spaces that separate thousands."""
     text = "\n".join(" ".join(line.split()) for line in text.split("\n") if line.strip())
     return _SPACED_GROUPS.sub(lambda m: m.group(0).replace(" ", ""), text) if " " in text else text
@@ -112,7 +112,7 @@ def _without_presentation(text: str) -> str:
     text = _CURRENCY.sub(" ", text)
     text = _SIZING.sub("", _DELIMITER.sub(" ", text))
     text = _FRAC.sub(r"\\frac", text)
-    return _EMPHASIS.sub(" ", _unwrap(text))
+    return _EMPHASIS.sub(" ", _drop_wrappers(text))
 
 
 def choice_letter(text: str) -> str | None:

@@ -35,7 +35,7 @@ def test_normalise_skips_only_texts_it_would_leave_alone(pieces):
     """The full pass runs only where a presentation character is present: on every other text it
     changes nothing but whitespace and spaced thousands, so both roads give the same result."""
     text = "".join(pieces)
-    assert normalise(text) == answer._fold(answer._without_presentation(text))
+    assert normalise(text) == answer._normalise_spacing(answer._without_presentation(text))
 
 
 @pytest.mark.parametrize("text", [
