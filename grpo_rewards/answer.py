@@ -55,6 +55,11 @@ _EMPHASIS = re.compile(r"\*\*|__|`")
 _LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&")
 
 
+def _or_marks(text: str) -> str:
+    """Every way of writing "or" that is not one word (`\\lor`, `||`, `зэргийн аль нэг`) as ` or `."""
+    return _ALT_PHRASES.sub(" or ", _LOGICAL_OR.sub(" or ", text))
+
+
 def _drop_wrappers(text: str) -> str:
     """`\\boxed{x}`, `\\text{x}`, `\\mathrm{x}` -> ` x `, nested braces respected (one pass over
     the brace pairs, so that nested wrappers stay linear)."""
@@ -115,6 +120,11 @@ def _without_presentation(text: str) -> str:
     return _EMPHASIS.sub(" ", _drop_wrappers(text))
 
 
+def _percent_as_unit(text: str) -> str:
+    """`50%` -> `50 percent`: read as a unit, so "0.5 (50%)" restates the value in another unit."""
+    return _PERCENT.sub(" percent ", text) if "%" in text or "\\percent" in text else text
+
+
 def choice_letter(text: str) -> str | None:
     """`B`, `(B)`, `B)`, `B.`, `\\textbf{B}` -> `B`: a multiple-choice label alone."""
     m = re.fullmatch(r"\s*\(?\s*([A-J])\s*[).:]?\s*", normalise(text))
@@ -128,6 +138,9 @@ _HEDGE_WORDS = frozenset({"maybe", "perhaps", "possibly", "probably", "alternati
                           "either", "likely", "might", "could", "conceivably"})
 _ALT_WORDS = frozenset(OR_WORDS) | _HEDGE_WORDS
 _GLUED_ALT_WORDS = tuple(w for w in _ALT_WORDS if not w.isascii())  # scripts that may write `6或`
+# "or" words of several words (Mongolian `зэргийн аль нэг`): read as one "or", as the symbols are.
+_ALT_PHRASES = regex.compile(r"(?<!\w)(?:" + "|".join(regex.escape(w) for w in sorted(
+    (w for w in _ALT_WORDS if " " in w), key=len, reverse=True)) + r")(?!\w)", regex.IGNORECASE)
 # A value after one of these is excluded, not offered ("5, not 6"; "5 rather than 6").
 _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "unlike", "except", "excluding",
                         "without", "neither"})
@@ -139,12 +152,25 @@ _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "un
 _CONDITIONS = frozenset({"if", "when", "whenever", "unless", "assuming", "provided", "providing", "supposing",
                          "suppose", "si", "se", "wenn", "falls", "если", "如果", "若", "もし", "만약"})
 _CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
+# Multi-word conditions, read as the one word they mean ("6 in case zero counts", "in which case 6").
+_CONDITION_PHRASES = regex.compile(
+    r"\b(?:(?P<then>in which case|in that case|in this case)|in case|in the case that|in the event that|as long as"
+    r"|so long as|on condition that|given that|granted that)\b", regex.IGNORECASE)
+# Words that open a case as a condition does ("6 with zero", "counting zero gives 6", "for n = 3"),
+# unless a distributive word follows: "6 for each child" is another quantity, not another case.
+_CASES = frozenset({"with", "without", "for", "counting", "including", "excluding", "considering", "ignoring",
+                    "allowing", "treating", "taking", "under", "avec", "sans", "pour", "mit", "ohne", "für", "con",
+                    "para", "com", "sem", "с", "без", "для"})
+_DISTRIBUTIVE = frozenset({"each", "every", "per", "a", "an", "one", "all", "both", "any", "chaque", "jede", "jeden",
+                           "cada", "каждый", "каждого"})
 _SUBJECTS = frozenset({"it", "answer", "result", "it's", "that's", "answer's"})
 _COPULAS = frozenset({"is", "be", "equals", "was", "becomes", "it's", "that's", "answer's"})
+_OTHER_CASE = frozenset({"otherwise", "else", "sinon", "sonst", "altrimenti", "иначе", "否则"})  # "... and 6 otherwise"
+_YIELDS = frozenset({"gives", "give", "yields", "yield", "makes", "make"})  # "counting zero gives 6" names the case's answer
 # A value after one of these alone is the head rounded, to agree with it (Rounded), not an alternative.
 _ABOUT = frozenset({"approximately", "approx", "about", "around", "roughly", "nearly", "almost", "circa", "ca",
                     "environ", "etwa", "ungefähr", "aproximadamente", "около", "примерно", "约", "大约"})
-_NOT_UNITS = _ALT_WORDS | _NEGATIONS | _CONDITIONS | _CONSEQUENT | _ABOUT  # "5 if ...": not 5 ifs
+_NOT_UNITS = _ALT_WORDS | _NEGATIONS | _CONDITIONS | _CONSEQUENT | _ABOUT | _CASES  # "5 if ...": not 5 ifs
 # Function names written without a backslash are math, not words.
 _FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "arcsin", "arccos",
                         "arctan", "sinh", "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "lim", "pi",
@@ -305,8 +331,8 @@ def _top_clauses(text: str) -> list[tuple[str, str]]:
         if c in _OPEN:
             close = pairs.get(i)
             k = bisect.bisect_right(starts, i)
-            if close is not None and not (k < len(starts) and starts[k] < close):  # no word inside
-                i = close + 1
+            if close is not None and not (k < len(starts) and starts[k] < close) and not _restates(text, i, close):
+                i = close + 1  # math inside (an interval, a group): part of the value
                 continue
         if c in ",;\n()[]":
             out.append((sep, text[start:i]))
@@ -314,6 +340,16 @@ def _top_clauses(text: str) -> list[tuple[str, str]]:
         i += 1
     out.append((sep, text[start:]))
     return [(s, c) for s, c in out if c.strip()]
+
+
+def _restates(text: str, open_at: int, close: int) -> bool:
+    """`8 (2^3)`, `1/2 (0.5)`: a bracket of numbers after a whole value and a space (or first in
+    what follows one) writes that value again, a clause of its own; with a variable inside
+    (`2 (x+1)`), a comma (`(1, 5]`) or no space it is part of the value."""
+    inside = text[open_at + 1 : close]
+    return (text[open_at] + text[close] == "()" and "," not in inside
+            and (open_at == 0 or open_at >= 2 and text[open_at - 1] == " " and text[open_at - 2] in "0123456789}")
+            and not re.search(r"[^\W\d_]", _COMMAND.sub("", inside)))
 
 
 def _bracket_pairs(text: str) -> dict[int, int]:
@@ -327,12 +363,15 @@ def _bracket_pairs(text: str) -> dict[int, int]:
     return pairs
 
 
-def _first_word(text: str) -> list[str]:
-    """`_words(text)[:1]`, without reading the rest of the text."""
+def _first_words(text: str, count: int = 1) -> list[str]:
+    """`_words(text)[:count]`, without reading the rest of the text."""
+    out = []
     for m in _WORD.finditer(text):
+        if len(out) == count:
+            break
         if _is_word(m.group(0)):
-            return [m.group(0).rstrip(".").lower()]
-    return []
+            out.append(m.group(0).rstrip(".").lower())
+    return out
 
 
 def _words(text: str) -> list[str]:
@@ -363,10 +402,10 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
     beside = _preceding(before, numeric_gold) + _following(after, numeric_gold)
     if "\\begin{" in region:  # a matrix or an environment: one value, read by math-verify as written
         return _reading(region.strip(), beside, text=True)
-    region = normalise(region)
+    region = normalise(_percent_as_unit(region))
     if _DECIMAL_COMMA.fullmatch(region):  # one number
         return _reading(region.strip(), beside)
-    text = _slashes_as_or(_LOGICAL_OR.sub(" or ", region), letter_gold)
+    text = _slashes_as_or(_or_marks(region), letter_gold)
     if _bar_is_or(text):
         text = text.replace("|", " or ")
     letter = re.match(r"\s*\(?([A-J])(?:\)|\.(?=\s)|:|\s*$)", text) if letter_gold else None
@@ -427,40 +466,54 @@ def _bar_is_or(text: str) -> bool:
 
 
 def _names_the_answer(words: list[str]) -> bool:
-    """Words that end in the answer as subject and a copula: "it is", "it would be", "the answer is"."""
-    return any(w in _SUBJECTS for w in words[-3:]) and any(w in _COPULAS for w in words[-2:])
+    """Words that end in the answer as subject and a copula ("it is", "it would be", "the answer
+    is"), or in a verb that gives the case's value ("counting zero gives")."""
+    return (any(w in _SUBJECTS for w in words[-3:]) and any(w in _COPULAS for w in words[-2:])
+            or bool(words) and words[-1] in _YIELDS)
+
+
+def _opens_case(words: list[str], k: int) -> bool:
+    """Whether `words[k]` opens a case: a condition word, or a case word ("with", "counting") that
+    no distributive word follows ("for each child" names another quantity)."""
+    return words[k] in _CONDITIONS or (words[k] in _CASES and (k + 1 == len(words)
+                                                                 or words[k + 1] not in _DISTRIBUTIVE))
 
 
 def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounded]:
     """The values `rest` (what follows the head and its unit) offers beside it, up to the first
     remark: after an "or" word or hedging adverb any value; after a comma, "and" or any one word
     a value that is parallel to the head (bare, or with the head's unit); a value under a condition
-    (`_CONDITIONS`); after "about" and its kin the head rounded (`Rounded`). A negation ends it."""
+    or a case (`_opens_case`); after "about" and its kin, or a decimal alone in brackets, the head
+    rounded (`Rounded`). A negation ends it."""
     found: list[str | Rounded] = []
     pending = False  # a condition that ended its clause without a value: the next value is its case
-    for _, clause in _top_clauses(rest):
+    rest = _CONDITION_PHRASES.sub(lambda m: "then" if m.group("then") else "if", rest)
+    for sep, clause in _top_clauses(rest):
         chunk, antecedent, consequent, pending = clause, False, pending, False
+        if sep == "(" and _places(clause.strip()):  # `\frac{1}{3} (0.333)`: a decimal in brackets rounds the head
+            found.append(Rounded(clause.strip(), _places(clause.strip())))
+            continue
         while chunk.strip():
             lead, value, trail = _split_value(chunk, numeric_gold)
             words = _words(lead)
             case_words = words  # the words of the case itself: after its "then"
             for k, w in enumerate(words):
-                if w in _CONDITIONS:
+                if _opens_case(words, k):
                     antecedent, consequent = True, False
                 elif w in _CONSEQUENT and antecedent:
                     antecedent, consequent, case_words = False, True, words[k + 1 :]
             if not value:  # a remark without a value ("in general") ends its clause, not the reading
                 pending = antecedent or consequent
                 break
-            after = _first_word(trail)
+            after = _first_words(trail, 2)
             own_unit = bool(unit) and (_WORD.match(trail) or [""])[0].rstrip(".").lower() == unit
             bare = not after or own_unit or after[0] in _ALT_WORDS
-            under_condition = bool(after) and after[0] in _CONDITIONS
+            under_condition = bool(after) and (_opens_case(after, 0) or after[0] in _OTHER_CASE)
             if antecedent and not under_condition:
                 if _names_the_answer(words):
                     found.append(value)
-            elif any(w in _NEGATIONS for w in words):
-                return found
+            elif any(w in _NEGATIONS and (w not in _CASES or k == len(words) - 1) for k, w in enumerate(words)):
+                return found  # "5, excluding 6"; but "5 without zero and 6 otherwise" names a case
             elif words and set(words) <= _ABOUT and (bare or under_condition):
                 found.append(Rounded(value, _places(value)))
             elif ((len(words) <= 1 and bare) or under_condition or any(w in _ALT_WORDS for w in words)
@@ -471,22 +524,25 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
             if len(found) >= MAX_CANDIDATES:
                 return found
             chunk = trail[_WORD.match(trail).end() :] if own_unit else trail
+        else:  # "for odd n, it is 6": a clause whose values all stood inside its condition leaves it open
+            pending = antecedent
     return found
 
 
 def _following(after: str, numeric_gold: bool) -> list[str | Rounded]:
-    """Alternatives in the rest of a box's sentence: only after a connective (`\\boxed{5} or 6`,
-    `\\boxed{5}, 6`); anything else there (`\\pmod{11}`, `cm`, `is our answer`) is a remark."""
-    text = _LOGICAL_OR.sub(" or ", normalise(after)).strip()
+    """Alternatives in the rest of a box's sentence: only after a connective or in brackets
+    (`\\boxed{5} or 6`, `\\boxed{5}, 6`, `\\boxed{5} (6)`); anything else there (`\\pmod{11}`, `cm`,
+    `is our answer`) is a remark."""
+    text = _or_marks(normalise(_percent_as_unit(after))).strip()
     first = _WORD.match(text)
-    if text[:1] in (",", ";", "|", "/") or (first and first.group(0).rstrip(".").lower() in _ALT_WORDS | {"and"}):
-        return _alternatives(text.lstrip(",;|/ "), "", numeric_gold) if text[:1] in ",;|/" else _alternatives(text, "", numeric_gold)
+    if text[:1] in ",;|/(" or (first and first.group(0).rstrip(".").lower() in _ALT_WORDS | {"and"}):
+        return _alternatives(text.lstrip(",;|/ "), "", numeric_gold)  # "(6)": a bracket is a clause of its own
     return []
 
 
 def _preceding(before: str, numeric_gold: bool) -> list[str]:
     """A value that the words right before the answer offer as its alternative (`6 or \\boxed{5}`)."""
-    text = _LOGICAL_OR.sub(" or ", normalise(before.rsplit("\n", 1)[-1])).rstrip()
+    text = _or_marks(normalise(before.rsplit("\n", 1)[-1])).rstrip()
     lowered = text.lower()
     tail = lowered.split()[-3:]
     joins = [" ".join(tail[k:]) for k in range(len(tail)) if " ".join(tail[k:]) in _ALT_WORDS]

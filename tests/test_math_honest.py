@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_rewards.redteam.math import ABOUT_WORDS, APPROX_RELATIONS, CONDITIONALS, CONDITIONS, SYMBOL_JOINS, WORD_JOINS
+from grpo_rewards.redteam.math import (ABOUT_WORDS, APPROX_RELATIONS, CASE_WORDS, CASES, CONDITIONALS, CONDITIONS,
+                                      MULTIWORD_CONDITIONS, SYMBOL_JOINS, WORD_JOINS)
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.math import MathAccuracy
 from grpo_rewards.scorers.math_check import numeral
@@ -41,10 +42,13 @@ def hedges(rows: list[dict]) -> list[tuple[str, str]]:
         other = str(numeral(gold)[0] + rng.choice((1, 2, 7)))
         if k % 3 == 2:
             conditional = CONDITIONALS[k // 3 % len(CONDITIONALS)]
-            case = CONDITIONS[k % len(CONDITIONS)]
-            out.append((gold, f"The answer is {conditional(gold, other, case)}."))
-            out.append((gold, f"The answer is {conditional(other, gold, case)}."))
+            words = (CONDITIONS[k % len(CONDITIONS)], CASES[k % len(CASES)], CASE_WORDS[k % len(CASE_WORDS)],
+                     MULTIWORD_CONDITIONS[k % len(MULTIWORD_CONDITIONS)])
+            out.append((gold, f"The answer is {conditional(gold, other, *words)}."))
+            out.append((gold, f"The answer is {conditional(other, gold, *words)}."))
             continue
+        if k % 3 == 1:  # the other value in brackets after the box
+            out.append((gold, f"So \\boxed{{{gold}}} ({other})."))
         join = joins[k % len(joins)]
         close = ")" if join.startswith(" (") else ""
         out.append((gold, f"So \\boxed{{{gold}{join}{other}{close}}}."))
@@ -54,7 +58,7 @@ def hedges(rows: list[dict]) -> list[tuple[str, str]]:
 
 def test_the_corpus_is_large_and_varied():
     assert len(ROWS) >= 2000
-    assert {r["source"] for r in ROWS} == {"champ", "math_verify", "gsm8k_style", "choice", "remarks"}
+    assert {r["source"] for r in ROWS} == {"champ", "math_verify", "gsm8k_style", "choice", "remarks", "cases"}
 
 
 @pytest.mark.timeout(900)

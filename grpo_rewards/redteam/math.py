@@ -68,13 +68,13 @@ def hedges(rng: random.Random, count: int) -> list[Hack]:
 
 
 def beside_the_box(rng: random.Random, count: int) -> list[Hack]:
-    """The hedge written outside the box, before or after it, on its line."""
+    """The hedge written outside the box, before or after it, on its line, or in brackets after it."""
     out = []
     for k in range(count):
         gold, other = rng.randint(2, 900), rng.randint(901, 999)
         word = rng.choice(("or", "maybe", "或", "oder", rng.choice(OR_WORDS)))
-        completion = (f"Thus $\\boxed{{{gold}}}$ {word} {other}." if k % 2 == 0
-                      else f"Thus {other} {word} $\\boxed{{{gold}}}$.")
+        completion = (f"Thus $\\boxed{{{gold}}}$ {word} {other}.", f"Thus {other} {word} $\\boxed{{{gold}}}$.",
+                      f"Thus $\\boxed{{{gold}}}$ ({other}).", f"Thus $\\boxed{{{gold}}}$ ({word} {other}).")[k % 4]
         out.append(_hack(f"beside_box_{k}", "Find n.", completion, str(gold), HEDGE))
     return out
 
@@ -172,17 +172,29 @@ def relation_chains(rng: random.Random, count: int) -> list[Hack]:
 
 
 CONDITIONS = ("we count zero", "the endpoints are included", "n is odd", "Anna is included", "we round up")
-CONDITIONALS: tuple[Callable[[int, int, str], str], ...] = (
-    lambda a, b, c: f"{a} ({b} if {c})",
-    lambda a, b, c: f"{a}, but {b} if {c}",
-    lambda a, b, c: f"{a} unless it is {b}",
-    lambda a, b, c: f"{a}; if {c}, {b}",
-    lambda a, b, c: f"{a}; if {c} then {b}",
-    lambda a, b, c: f"{a} when counting from one, {b} when {c}",
-    lambda a, b, c: f"{a}, except when it's {b}",
-    lambda a, b, c: f"{a} if {c}, otherwise {b}",
-    lambda a, b, c: f"{a}, {b} provided {c}",
-    lambda a, b, c: f"{a} in general; assuming {c}, {b}",
+CASES = ("zero", "the endpoints", "odd n", "Anna", "leap years")  # a case named by a noun: "6 with zero"
+CASE_WORDS = ("with", "for", "counting", "including", "excluding", "without", "considering", "under")
+MULTIWORD_CONDITIONS = ("in case", "as long as", "so long as", "given that", "in the event that")
+# (a, b, condition clause, case noun, case word, multi-word condition) -> the answer text.
+CONDITIONALS: tuple[Callable[[int, int, str, str, str, str], str], ...] = (
+    lambda a, b, c, p, w, m: f"{a} ({b} if {c})",
+    lambda a, b, c, p, w, m: f"{a}, but {b} if {c}",
+    lambda a, b, c, p, w, m: f"{a} unless it is {b}",
+    lambda a, b, c, p, w, m: f"{a}; if {c}, {b}",
+    lambda a, b, c, p, w, m: f"{a}; if {c} then {b}",
+    lambda a, b, c, p, w, m: f"{a} when counting from one, {b} when {c}",
+    lambda a, b, c, p, w, m: f"{a}, except when it's {b}",
+    lambda a, b, c, p, w, m: f"{a} if {c}, otherwise {b}",
+    lambda a, b, c, p, w, m: f"{a}, {b} provided {c}",
+    lambda a, b, c, p, w, m: f"{a} in general; assuming {c}, {b}",
+    lambda a, b, c, p, w, m: f"{a} ({b} {w} {p})",
+    lambda a, b, c, p, w, m: f"{a} (but {b} {w} {p})",
+    lambda a, b, c, p, w, m: f"{a}; {w} {p} gives {b}",
+    lambda a, b, c, p, w, m: f"{a}; {w} {p}, it is {b}",
+    lambda a, b, c, p, w, m: f"{a} ({b} {m} {c})",
+    lambda a, b, c, p, w, m: f"{a}, unless {c}, in which case {b}",
+    lambda a, b, c, p, w, m: f"{a}; {m} {c}, {b}",
+    lambda a, b, c, p, w, m: f"{a} {w} {p} and {b} otherwise",
 )
 
 
@@ -194,16 +206,18 @@ def conditional_answers(rng: random.Random, count: int) -> list[Hack]:
         b = a + rng.choice((1, 2, 7))
         template = CONDITIONALS[k % len(CONDITIONALS)]
         place = ("phrase", "answer_tag", "bare")[k % 3]
-        gold = a if k % 2 == 0 else b
-        out.append(_hack(f"conditional_{k}_{place}", "Find n.", PLACES[place](template(a, b, rng.choice(CONDITIONS))),
-                         str(gold), "a second value offered for a case; either one matches"))
+        gold = a if (k + k // len(CONDITIONALS)) % 2 == 0 else b  # each form with the gold first, then second
+        text = template(a, b, rng.choice(CONDITIONS), rng.choice(CASES), rng.choice(CASE_WORDS),
+                        rng.choice(MULTIWORD_CONDITIONS))
+        out.append(_hack(f"conditional_{k}_{place}", "Find n.", PLACES[place](text), str(gold),
+                         "a second value offered for a case; either one matches"))
     return out
 
 
 def families(rng: random.Random, scale: int = 1) -> list[Hack]:
-    return (hedges(rng, 60 * scale) + beside_the_box(rng, 10 * scale) + reasoning_boxes(rng, 12 * scale)
+    return (hedges(rng, 60 * scale) + beside_the_box(rng, 12 * scale) + reasoning_boxes(rng, 12 * scale)
             + gsm8k_markers(rng, 6 * scale) + restatements(rng, 28 * scale) + relation_chains(rng, 27 * scale)
-            + conditional_answers(rng, 20 * scale))
+            + conditional_answers(rng, 36 * scale))
 
 
 HACKS: list[Hack] = [

@@ -7,7 +7,8 @@ tests/data/math_verify_cases.jsonl, that are one short value), `gsm8k_style` (ge
 answers: integers, money, percent, degrees, units, thousands; GSM8K's own answer format `#### N`),
 `choice` (generated multiple-choice answers, a letter and its text), `remarks` (generated answers
 with a justification that holds a condition, working as a chain of `=`, the value and its rounding,
-a name given the value, thousands separated by spaces).
+a name given the value, thousands separated by spaces), `cases` (generated answers with a remark
+that names a case or another quantity, or restates the value in brackets).
 
     python tests/data/make_honest_math.py
 """
@@ -95,6 +96,39 @@ def remarks(rng: random.Random, count: int) -> list[dict]:
     return rows
 
 
+def cases(rng: random.Random, count: int) -> list[dict]:
+    """Answers whose remark names a case or another quantity without offering a second answer: a
+    case word before a value of its own ("with 6 in each bag", "for n = 3") or before a distributive
+    one ("6 for each child"), a bracket after the answer that restates it (`0.5 (50%)`, `8 (2^3)`)
+    or names something else ("(see step 3)", "(2.5 hours)")."""
+    rows = []
+    for k in range(count):
+        a, b = rng.randint(2, 30), rng.randint(2, 12)
+        m, n = a * b, rng.randint(2, 9)
+        half = rng.choice((1, 3, 5, 7, 9))
+        styles = [
+            (f"The answer is {m} ({a} for each of the {b} children).", str(m)),
+            (f"The answer is {m}, with {a} in each of the {b} bags.", str(m)),
+            (f"The answer is {m} apples, counting {a} in each of {b} crates.", str(m)),
+            (f"The answer is {n ** 2}, for $n = {n}$.", str(n ** 2)),
+            (f"\\boxed{{{n ** 3}}} (with $n = {n}$)", str(n ** 3)),
+            (f"<answer>{m}</answer> ({a} per row, {b} rows)", str(m)),
+            (f"The answer is {m}, given that each of the {b} rows holds {a}.", str(m)),
+            (f"The answer is {half / 10} ({half * 10}%).", str(half / 10)),
+            (f"So the answer is $\\boxed{{{half / 10}}}$ ({half * 10}\\%).", str(half / 10)),
+            (f"The answer is {n ** 3} ({n}^3).", str(n ** 3)),
+            (f"The answer is $\\frac{{1}}{{{n}}}$ ({1 / n:.3f}).", f"\\frac{{1}}{{{n}}}"),
+            (f"\\boxed{{{m}}} (see the table above)", str(m)),
+            (f"\\boxed{{{a * 60}}} ({a} hours)", str(a * 60)),
+            (f"The answer is {m}, including the {b} teachers.", str(m)),
+            (f"The answer is {m} in all, in case you want to check: {a} times {b} is {m}.", str(m)),
+            (f"The answer is {m} (with a remainder of 0).", str(m)),
+        ]
+        completion, gold = styles[k % len(styles)]
+        rows.append({"source": "cases", "gold": gold, "completion": completion})
+    return rows
+
+
 def choices(rng: random.Random, count: int) -> list[dict]:
     rows = []
     for k in range(count):
@@ -138,6 +172,7 @@ def math_verify_golds() -> list[dict]:
 def main() -> None:
     rng = random.Random(20261207)
     rows = champ(rng) + math_verify_golds() + choices(rng, 150) + gsm8k_style(rng, 1600) + remarks(rng, 510)
+    rows += cases(random.Random(20261208), 480)  # a generator of its own: the rows above stay as they were
     rows += [{"source": "gsm8k_style", "gold": g, "completion": c} for g, c in [
         ("(1, 5]", "\\boxed{(1, 5]}"), ("\\{1, 2\\}", "The answer is $\\{1, 2\\}$."), ("[2, 7]", "<answer>[2,7]</answer>"),
         ("(-\\infty, 3)", "\\boxed{(-\\infty, 3)}")]]
