@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import regex
 
-from grpo_rewards.connectives import OR_WORDS
+from grpo_rewards.connectives import HEDGE_WORDS, OR_WORDS
 from grpo_rewards.extract import _brace_pairs
 
 MAX_REGION = 4000  # longer regions are cut: no answer is longer, and it bounds the scanning
@@ -133,10 +133,7 @@ def choice_letter(text: str) -> str | None:
 
 # -- reading the answer expression ----------------------------------------------------------------
 
-# Words that make what follows an alternative, besides CLDR's "or" words.
-_HEDGE_WORDS = frozenset({"maybe", "perhaps", "possibly", "probably", "alternatively", "otherwise", "else",
-                          "either", "likely", "might", "could", "conceivably"})
-_ALT_WORDS = frozenset(OR_WORDS) | _HEDGE_WORDS
+_ALT_WORDS = frozenset(OR_WORDS) | HEDGE_WORDS
 _GLUED_ALT_WORDS = tuple(w for w in _ALT_WORDS if not w.isascii())  # scripts that may write `6或`
 # "or" words of several words (Mongolian `зэргийн аль нэг`): read as one "or", as the symbols are.
 _ALT_PHRASES = regex.compile(r"(?<!\w)(?:" + "|".join(regex.escape(w) for w in sorted(
@@ -149,7 +146,7 @@ _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "un
 # holds 6"), unless the condition names the answer itself ("5 unless it is 6"). A case stated as a
 # clause of its own names the answer too ("if we count zero, it is 6"), another quantity does not
 # ("if she had 3 more, she would have 15").
-_CONDITIONS = frozenset({"if", "when", "whenever", "unless", "assuming", "provided", "providing", "supposing",
+_CONDITIONS = frozenset({"if", "when", "whenever", "once", "unless", "assuming", "provided", "providing", "supposing",
                          "suppose", "si", "se", "wenn", "falls", "если", "如果", "若", "もし", "만약"})
 _CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
 # Multi-word conditions, read as the one word they mean ("6 in case zero counts", "in which case 6").
@@ -166,6 +163,10 @@ _DISTRIBUTIVE = frozenset({"each", "every", "per", "a", "an", "one", "all", "bot
 _SUBJECTS = frozenset({"it", "answer", "result", "it's", "that's", "answer's"})
 _COPULAS = frozenset({"is", "be", "equals", "was", "becomes", "it's", "that's", "answer's"})
 _OTHER_CASE = frozenset({"otherwise", "else", "sinon", "sonst", "altrimenti", "иначе", "否则"})  # "... and 6 otherwise"
+# A value whose clause only says it is acceptable ("6 is also possible", "6 also works") is offered.
+_OFFERS = frozenset({"is", "are", "also", "too", "as", "well", "possible", "works", "work", "valid", "correct", "right",
+                     "acceptable", "would", "could", "might", "be", "an", "answer", "option", "possibility", "fine",
+                     "true", "holds", "likewise", "equally", "plausible"})
 _YIELDS = frozenset({"gives", "give", "yields", "yield", "makes", "make"})  # "counting zero gives 6" names the case's answer
 # A value after one of these alone is the head rounded, to agree with it (Rounded), not an alternative.
 _ABOUT = frozenset({"approximately", "approx", "about", "around", "roughly", "nearly", "almost", "circa", "ca",
@@ -334,7 +335,7 @@ def _top_clauses(text: str) -> list[tuple[str, str]]:
             if close is not None and not (k < len(starts) and starts[k] < close) and not _restates(text, i, close):
                 i = close + 1  # math inside (an interval, a group): part of the value
                 continue
-        if c in ",;\n()[]":
+        if c in ",;\n()[]—":  # an em dash sets off a remark; it is never a minus
             out.append((sep, text[start:i]))
             sep, start = c, i + 1
         i += 1
@@ -426,11 +427,9 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
             _, value, rest_of_clause = _split_value(trail[named.end() :], numeric_gold)
             if value:
                 head, trail = value, rest_of_clause
-        unit_word = _WORD.match(trail)
-        unit = ""
-        word = unit_word.group(0).rstrip(".").lower() if unit_word else ""
-        if word and (numeric_gold or _is_word(word)) and word not in _NOT_UNITS:
-            unit, trail = word, _UNIT_POWER.sub("", trail[unit_word.end() :], count=1)
+        unit = _unit_after(trail, numeric_gold)
+        if unit:
+            trail = _UNIT_POWER.sub("", trail[_WORD.match(trail).end() :], count=1)
         rest = trail + "".join(s + c for s, c in clauses[k + 1 :])
     return _reading(head, _alternatives(rest, unit, numeric_gold) + beside, unit)
 
@@ -463,6 +462,20 @@ def _bar_is_or(text: str) -> bool:
     """`5|6` is two answers; `|x| + 1` (absolute values leave an empty side) is one."""
     pieces = text.split("|")
     return len(pieces) > 1 and all(p.strip() for p in pieces)
+
+
+def _unit_after(trail: str, numeric_gold: bool) -> str:
+    """The unit word right after a value (`180 minutes` -> `minutes`), as `read` takes the head's."""
+    m = _WORD.match(trail)
+    word = m.group(0).rstrip(".").lower() if m else ""
+    return word if word and (numeric_gold or _is_word(word)) and word not in _NOT_UNITS else ""
+
+
+def _offered(words: list[str]) -> bool:
+    """Whether the words after a value, up to any case they name, only say it is acceptable ("is
+    also possible", "also works for odd n")."""
+    cut = next((k for k in range(len(words)) if _opens_case(words, k)), len(words))
+    return bool(words[:cut]) and set(words[:cut]) <= _OFFERS
 
 
 def _names_the_answer(words: list[str]) -> bool:
@@ -507,8 +520,10 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
                 break
             after = _first_words(trail, 2)
             own_unit = bool(unit) and (_WORD.match(trail) or [""])[0].rstrip(".").lower() == unit
-            bare = not after or own_unit or after[0] in _ALT_WORDS
+            bare = not after or own_unit or after[0] in _ALT_WORDS or _offered(_words(trail))
             under_condition = bool(after) and (_opens_case(after, 0) or after[0] in _OTHER_CASE)
+            if consequent and not words and _SAME_LHS.fullmatch(value):  # "(with x=2, y=3)": the case goes on
+                antecedent, consequent = True, False
             if antecedent and not under_condition:
                 if _names_the_answer(words):
                     found.append(value)
@@ -518,7 +533,11 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
                 found.append(Rounded(value, _places(value)))
             elif ((len(words) <= 1 and bare) or under_condition or any(w in _ALT_WORDS for w in words)
                   or (consequent and bare and (len(case_words) <= 1 or _names_the_answer(case_words)))):
-                found.append(value)
+                other_unit = _unit_after(trail, numeric_gold)
+                if other_unit == "percent" and unit != "percent":
+                    found.append(f"{value}/100")  # "0.25, or 25%": the same value, as a percentage
+                elif not (unit and other_unit and other_unit != unit):  # "3 hours, or 180 minutes" restates it
+                    found.append(value)
             else:
                 return found
             if len(found) >= MAX_CANDIDATES:
@@ -534,8 +553,11 @@ def _following(after: str, numeric_gold: bool) -> list[str | Rounded]:
     (`\\boxed{5} or 6`, `\\boxed{5}, 6`, `\\boxed{5} (6)`); anything else there (`\\pmod{11}`, `cm`,
     `is our answer`) is a remark."""
     text = _or_marks(normalise(_percent_as_unit(after))).strip()
+    next_sentence = text[:1] in ".!"  # "\\boxed{5}. Or 6.": a sentence that opens with an alternative
+    text = text.lstrip(".! ") if next_sentence else text
     first = _WORD.match(text)
-    if text[:1] in ",;|/(" or (first and first.group(0).rstrip(".").lower() in _ALT_WORDS | {"and"}):
+    joins = _ALT_WORDS | {"but", "though", "although"} | (set() if next_sentence else {"and"})
+    if (text[:1] in ",;|/(" and not next_sentence) or (first and first.group(0).rstrip(".").lower() in joins):
         return _alternatives(text.lstrip(",;|/ "), "", numeric_gold)  # "(6)": a bracket is a clause of its own
     return []
 

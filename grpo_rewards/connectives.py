@@ -11,6 +11,9 @@ from __future__ import annotations
 # CLDR "or" words that are also English words or unit symbols: read as "or" they would turn a
 # remark into a hedge ("12, an even number"; "5 au").
 NOT_CONNECTIVES = frozenset({"an", "ar", "au", "ko", "ma", "no", "of", "pe", "u"})
+# Words that make what follows an alternative, besides the "or" words.
+HEDGE_WORDS = frozenset({"maybe", "perhaps", "possibly", "probably", "alternatively", "otherwise", "else",
+                         "either", "likely", "might", "could", "conceivably"})
 
 
 def cldr_or_words() -> tuple[str, ...]:

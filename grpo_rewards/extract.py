@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from grpo_rewards.connectives import HEDGE_WORDS, NOT_CONNECTIVES, OR_WORDS
+
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 
 
@@ -73,6 +75,13 @@ def tag_block(text: str, tag: str, last: bool = True) -> str | None:
     if not blocks:
         return None
     return blocks[-1] if last else blocks[0]
+
+
+def after_tag(text: str, tag: str) -> str:
+    """The rest of the sentence after the last `</tag>` (where a hedge beside the block would stand)."""
+    close = f"</{tag}>"
+    at = text.rfind(close)
+    return "" if at < 0 else _sentence(text[at + len(close) : at + len(close) + MAX_ANSWER_SCAN])
 
 
 def after_think(text: str, close_tag: str = "</think>") -> str | None:
@@ -167,7 +176,11 @@ _ANSWER_PHRASE = re.compile(
     re.IGNORECASE,
 )
 # A sentence end that closes an answer, unless the next sentence goes on offering (`5. Or 6.`).
-_CLAUSE_END = re.compile(r"\.(?=\s)(?!\s*(?:or|and|maybe|perhaps|possibly|otherwise|else)\b)", re.IGNORECASE)
+# A full stop ends the answer's sentence unless the next sentence opens with an alternative ("5. Or
+# 6.", "5. Alternatively, 6.", "5. But if zero counts, 6."): that sentence still offers a value.
+_CLAUSE_END = re.compile(r"\.(?=\s)(?!\s*(?:" + "|".join(sorted(
+    (re.escape(w) for w in {*OR_WORDS, *HEDGE_WORDS, "and", "but", "though", "although"} - NOT_CONNECTIVES),
+    key=len, reverse=True)) + r")(?!\w))", re.IGNORECASE)
 
 
 def _after_phrase(text: str) -> str | None:

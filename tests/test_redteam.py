@@ -62,6 +62,38 @@ def test_new_members_of_each_math_family_earn_nothing(seed):
     _check(families(random.Random(seed)))
 
 
+# Second values the reader does not see as offered (docs/reward-hacking.md, known limits): each is
+# scored by its head alone, so it pays when the first value is right and never for the other.
+UNREAD_FORMS = ("The answer is {a}; if you also count zero you get {b}.", "The answer is {a} ({b} should zero count).",
+                "The answer is {a} ({b} in the inclusive case).", "The answer is {a}. With zero: {b}.",
+                "The answer is {a} exclusive, {b} inclusive.")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("seed", [5, 29])
+def test_no_answer_is_paid_for_two_values(seed):
+    """By construction only the head of an answer is verified, so a text that names several values
+    (every math family's members, and the forms the reader misses) pays for at most one of them:
+    offering a second value can never raise the expected reward."""
+    import random
+    import re
+
+    from grpo_rewards.redteam.math import families
+
+    rng = random.Random(seed)
+    texts = [h.sample["completion"] for h in families(rng) if not h.name.startswith("restated")]
+    texts += [form.format(a=a, b=a + rng.choice((1, 2, 7))) for form in UNREAD_FORMS for a in rng.sample(range(2, 900), 4)]
+    pairs = [(n, text) for text in texts for n in sorted(set(re.findall(r"(?<![\d.])\d+(?![\d.a-z])", text)))]
+    with MathAccuracy(timeout_s=10) as scorer:
+        values = _math(scorer, pairs, "Find n.")
+    paid: dict[str, list[str]] = {}
+    for (gold, text), value in zip(pairs, values, strict=True):
+        if value:
+            paid.setdefault(text, []).append(gold)
+    assert {t: g for t, g in paid.items() if len(g) > 1} == {}
+    assert any(t.startswith("The answer is") for t in paid)  # the unread forms pay for their head
+
+
 def _math(scorer: MathAccuracy, pairs: list[tuple[str, str]], prompt: str = "") -> list[float | None]:
     return [s.value for s in scorer.score([Sample(prompt, c, {"answer": g}) for g, c in pairs])]
 

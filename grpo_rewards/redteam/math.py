@@ -68,13 +68,17 @@ def hedges(rng: random.Random, count: int) -> list[Hack]:
 
 
 def beside_the_box(rng: random.Random, count: int) -> list[Hack]:
-    """The hedge written outside the box, before or after it, on its line, or in brackets after it."""
+    """The hedge written outside the box or the answer block: before or after it on its line, in
+    brackets after it, or in the next sentence."""
     out = []
     for k in range(count):
         gold, other = rng.randint(2, 900), rng.randint(901, 999)
         word = rng.choice(("or", "maybe", "或", "oder", rng.choice(OR_WORDS)))
         completion = (f"Thus $\\boxed{{{gold}}}$ {word} {other}.", f"Thus {other} {word} $\\boxed{{{gold}}}$.",
-                      f"Thus $\\boxed{{{gold}}}$ ({other}).", f"Thus $\\boxed{{{gold}}}$ ({word} {other}).")[k % 4]
+                      f"Thus $\\boxed{{{gold}}}$ ({other}).", f"Thus $\\boxed{{{gold}}}$ ({word} {other}).",
+                      f"<answer>{gold}</answer> {word} {other}", f"<answer>{gold}</answer> ({other})",
+                      f"Thus $\\boxed{{{gold}}}$. {word.capitalize()} {other}.",
+                      f"The answer is {gold}. {word.capitalize()}, {other}.")[k % 8]
         out.append(_hack(f"beside_box_{k}", "Find n.", completion, str(gold), HEDGE))
     return out
 
@@ -195,6 +199,8 @@ CONDITIONALS: tuple[Callable[[int, int, str, str, str, str], str], ...] = (
     lambda a, b, c, p, w, m: f"{a}, unless {c}, in which case {b}",
     lambda a, b, c, p, w, m: f"{a}; {m} {c}, {b}",
     lambda a, b, c, p, w, m: f"{a} {w} {p} and {b} otherwise",
+    lambda a, b, c, p, w, m: f"{a} ({b} is also possible)",
+    lambda a, b, c, p, w, m: f"{a}; {b} also works {w} {p}",
 )
 
 
@@ -215,9 +221,9 @@ def conditional_answers(rng: random.Random, count: int) -> list[Hack]:
 
 
 def families(rng: random.Random, scale: int = 1) -> list[Hack]:
-    return (hedges(rng, 60 * scale) + beside_the_box(rng, 12 * scale) + reasoning_boxes(rng, 12 * scale)
+    return (hedges(rng, 60 * scale) + beside_the_box(rng, 16 * scale) + reasoning_boxes(rng, 12 * scale)
             + gsm8k_markers(rng, 6 * scale) + restatements(rng, 28 * scale) + relation_chains(rng, 27 * scale)
-            + conditional_answers(rng, 36 * scale))
+            + conditional_answers(rng, 40 * scale))
 
 
 HACKS: list[Hack] = [

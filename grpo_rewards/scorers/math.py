@@ -100,8 +100,8 @@ def _gold_text(value: Any) -> str | None:
 
 
 class Region(NamedTuple):
-    """Where an answer was read: the region itself, and for a box the text before it on its line
-    and the rest of its sentence (where a hedge beside the box would stand)."""
+    """Where an answer was read: the region itself; for a box the text before it on its line; for
+    a box or an answer block the rest of its sentence (where a hedge beside it would stand)."""
 
     text: str
     before: str = ""
@@ -145,7 +145,7 @@ class MathAccuracy(Scorer):
         if final is None:
             return None, None, reason
         if tag is not None and final is not text and extract.tag_block(text, tag) is not None:
-            return Region(final), "answer_tag", None
+            return Region(final, "", extract.after_tag(text, tag)), "answer_tag", None
         for method in self.params.extract:
             region = self._region_of(method, final)
             if region is not None and region.text.strip():

@@ -100,7 +100,8 @@ def cases(rng: random.Random, count: int) -> list[dict]:
     """Answers whose remark names a case or another quantity without offering a second answer: a
     case word before a value of its own ("with 6 in each bag", "for n = 3") or before a distributive
     one ("6 for each child"), a bracket after the answer that restates it (`0.5 (50%)`, `8 (2^3)`)
-    or names something else ("(see step 3)", "(2.5 hours)")."""
+    or names something else ("(see step 3)", "(2.5 hours)"); the value again in another unit ("3 hours,
+    or 180 minutes"); a sentence after the answer that names other numbers."""
     rows = []
     for k in range(count):
         a, b = rng.randint(2, 30), rng.randint(2, 12)
@@ -123,6 +124,14 @@ def cases(rng: random.Random, count: int) -> list[dict]:
             (f"The answer is {m}, including the {b} teachers.", str(m)),
             (f"The answer is {m} in all, in case you want to check: {a} times {b} is {m}.", str(m)),
             (f"The answer is {m} (with a remainder of 0).", str(m)),
+            (f"The answer is {a} hours, or {a * 60} minutes.", str(a)),
+            (f"The answer is {half / 4}, or {half * 25}%.", str(half / 4)),
+            (f"The answer is {m} — {a} more than last week.", str(m)),
+            (f"\\boxed{{{a + b}}} (with $x={a}$, $y={b}$)", str(a + b)),
+            (f"<answer>{m}</answer> I hope it helps, {n} steps were needed.", str(m)),
+            (f"The answer is {m}. Step {n} had {a} apples, so this is consistent.", str(m)),
+            (f"The answer is {m}. But {a} of them were bought later.", str(m)),
+            (f"The answer is {m}, and {a} is its largest factor below {m}.", str(m)),
         ]
         completion, gold = styles[k % len(styles)]
         rows.append({"source": "cases", "gold": gold, "completion": completion})
