@@ -239,10 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  for r in runs]}
     if args.trl_seed is not None:
         trl = trl_run(args)
-        mine = next((r for r in runs if r["seed"] == args.trl_seed), runs[0] if runs else None)
-        curves = {"TRL GRPOTrainer": trl["curve"]}
-        if mine is not None:
-            curves[f"grpo_core (seed {mine['seed']})"] = grpo_core_curve(mine, accuracy_key)
+        curves = {f"TRL GRPOTrainer (seed {args.trl_seed})": trl["curve"]}
+        for r in runs:  # every seed: how far one seed of either trainer is from another
+            curves[f"grpo_core (seed {r['seed']})"] = grpo_core_curve(r, accuracy_key)
         plot_against_time(curves, args.out / "vs_trl.png")
         summary["trl"] = {"curve": trl["curve"], "metrics": trl["eval"] and trl["eval"]["metrics"],
                           "comparison": trl["eval"] and paired_gain(trl["eval"], base)}
