@@ -42,7 +42,7 @@ _THOUSANDS_GAP = re.compile(r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")
 _BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")  # 12{,}000
 _COMMA_GROUPS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?!\d|,\d|\.\d)|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
 # Groups of three digits after spaces (ISO 80000's thousands separator, `1 000 000`); `5 6` stays two numbers.
-_SPACED_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d.,]| \d)")
+_SPACED_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d,]|\.\d| \d)")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\textdegree(?![A-Za-z])")
 _PERCENT = re.compile(r"\\?%|\\percent(?![A-Za-z])")
 _CURRENCY = re.compile(r"\\\$|\\(?:euro|pounds|yen|textdollar|textsterling|texteuro)(?![A-Za-z])|[€£¥₹₩₽]")
@@ -52,7 +52,7 @@ _FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
 _WRAPPER = re.compile(r"\\(?:boxed|fbox|text|textbf|textit|textrm|textsf|texttt|mathrm|mathbf|mathit|mbox"
                       r"|emph|textnormal|mathsf)\s*\{")
 _EMPHASIS = re.compile(r"\*\*|__|`")
-_LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&")
+_LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&|[∨⋁∪∣‖]")
 
 
 def _or_marks(text: str) -> str:
@@ -91,11 +91,15 @@ def _thousands(text: str) -> str:
 _PRESENTATION = re.compile(r"[\\$~,{%°€£¥₹₩₽`\x01\u00a0\u2000-\u200a\u202f\u205f\u3000]|\*\*|__")
 
 
+# Full-width punctuation of CJK text is the ASCII mark it stands for (`5；6` is `5; 6`).
+_FULL_WIDTH = str.maketrans({"；": ";", "，": ",", "、": ",", "：": ":", "。": ".", "（": "(", "）": ")"})
+
+
 def normalise(text: str) -> str:
     """The answer text with presentation removed: spacing, thousands separators, degree, percent
     and currency marks, math delimiters, sizing commands, boxes and text wrappers (units in
     `\\text{}` become words, which `read` treats as units). Applied to gold and answer alike."""
-    text = text[:MAX_REGION]
+    text = text[:MAX_REGION].translate(_FULL_WIDTH)
     if _PRESENTATION.search(text):
         text = _without_presentation(text)
     return _normalise_spacing(text)
@@ -140,7 +144,7 @@ _ALT_PHRASES = regex.compile(r"(?<!\w)(?:" + "|".join(regex.escape(w) for w in s
     (w for w in _ALT_WORDS if " " in w), key=len, reverse=True)) + r")(?!\w)", regex.IGNORECASE)
 # A value after one of these is excluded, not offered ("5, not 6"; "5 rather than 6").
 _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "unlike", "except", "excluding",
-                        "without", "neither"})
+                        "without", "neither", "discard", "discards", "reject", "rejects", "exclude", "excludes"})
 # A value under a condition is the answer for that case ("6 if we count zero", "if zero counts, 6",
 # "if n is odd then 6"); a value inside the condition is not offered ("5 apples, when each box
 # holds 6"), unless the condition names the answer itself ("5 unless it is 6"). A case stated as a
@@ -148,6 +152,8 @@ _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "un
 # ("if she had 3 more, she would have 15").
 _CONDITIONS = frozenset({"if", "when", "whenever", "once", "unless", "assuming", "provided", "providing", "supposing",
                          "suppose", "si", "se", "wenn", "falls", "если", "如果", "若", "もし", "만약"})
+# A reason's values are its working ("9, since 108 = 11 \cdot 9 + 9"), read as a condition's are.
+_REASONS = frozenset({"since", "because", "puisque", "weil", "porque", "因为"})
 _CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
 # Multi-word conditions, read as the one word they mean ("6 in case zero counts", "in which case 6").
 _CONDITION_PHRASES = regex.compile(
@@ -155,7 +161,7 @@ _CONDITION_PHRASES = regex.compile(
     r"|so long as|on condition that|given that|granted that)\b", regex.IGNORECASE)
 # Words that open a case as a condition does ("6 with zero", "counting zero gives 6", "for n = 3"),
 # unless a distributive word follows: "6 for each child" is another quantity, not another case.
-_CASES = frozenset({"with", "without", "for", "counting", "including", "excluding", "considering", "ignoring",
+_CASES = frozenset({"with", "without", "for", "at", "counting", "including", "excluding", "considering", "ignoring",
                     "allowing", "treating", "taking", "under", "avec", "sans", "pour", "mit", "ohne", "für", "con",
                     "para", "com", "sem", "с", "без", "для"})
 _DISTRIBUTIVE = frozenset({"each", "every", "per", "a", "an", "one", "all", "both", "any", "chaque", "jede", "jeden",
@@ -171,7 +177,7 @@ _YIELDS = frozenset({"gives", "give", "yields", "yield", "makes", "make"})  # "c
 # A value after one of these alone is the head rounded, to agree with it (Rounded), not an alternative.
 _ABOUT = frozenset({"approximately", "approx", "about", "around", "roughly", "nearly", "almost", "circa", "ca",
                     "environ", "etwa", "ungefähr", "aproximadamente", "около", "примерно", "约", "大约"})
-_NOT_UNITS = _ALT_WORDS | _NEGATIONS | _CONDITIONS | _CONSEQUENT | _ABOUT | _CASES  # "5 if ...": not 5 ifs
+_NOT_UNITS = _ALT_WORDS | _NEGATIONS | _CONDITIONS | _REASONS | _CONSEQUENT | _ABOUT | _CASES  # "5 if ...": not 5 ifs
 # Function names written without a backslash are math, not words.
 _FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp", "sqrt", "arcsin", "arccos",
                         "arctan", "sinh", "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "lim", "pi",
@@ -179,6 +185,9 @@ _FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "
 # A word in any script, its combining marks included (Tamil அல்லது): the `regex` module's classes.
 _WORD = regex.compile(r"(?:(?<![\\\w\p{M}])|(?<=\d))\p{L}[\p{L}\p{M}]*(?:['’.-]\p{L}[\p{L}\p{M}]*)*\.?")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?|(?<![\w.])-?\.\d+")
+_MIXED_NUMBER = re.compile(r"\s*(-?)(\d+) +(\d+)\s*/\s*(\d+)\s*")
+# A modulus after the value names the ring, not a second value: `9 \pmod{11}`, `9 (mod 11)`.
+_MODULUS = re.compile(r"\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:mod|bmod)\s*\d+\s*\))")
 _PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|[±∓]")
 _SAME_LHS = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)\s*(.+)", re.DOTALL)
 _OPEN, _CLOSE = "([{", ")]}"
@@ -382,14 +391,15 @@ def _words(text: str) -> list[str]:
 def _slashes_as_or(text: str, letter_gold: bool) -> str:
     """A slash between two words (`yes/no`), two equations (`x=5/x=6`) or, against a letter gold,
     two letters (`A/B`) joins alternatives; between numbers or variables it divides."""
-    text = re.sub(r"(?<=[^\W\d_]{2})\s*/\s*(?=[^\W\d_]{2})", " or ", text)
+    text = regex.sub(r"(?<=\p{L}{2})\s*/\s*(?=\p{L}{2})", " or ", text)  # letters: `kg/m³` is a unit
     text = re.sub(r"(?<=\S)\s*/\s*(?=[A-Za-z]\w*\s*=)", " or ", text) if "=" in text else text
     return re.sub(r"\b([A-J])\s*/\s*(?=[A-J]\b)", r"\1 or ", text) if letter_gold else text
 
 
 _SYMBOL = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")  # `n`, `a_1`: a name, not a value
 _NAMED_VALUE = re.compile(r"\s*(?:is|equals|was|are|must be)\s+(?=\S)", re.IGNORECASE)
-_UNIT_POWER = re.compile(r"^\s*\^\s*\{?\s*[23]\s*\}?")  # cm^2, m^{3}
+# What a unit word carries after it: a power (cm^2, m^{3}, m³) or a divisor (km/h, kg/m^3, L/min).
+_UNIT_POWER = re.compile(r"^(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?(?:\s*/\s*[^\W\d_]+(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?)?")
 _DECIMAL_COMMA = re.compile(r"\s*-?\d+,\d+\s*")  # `1000,99` alone: one number, as math-verify reads it
 
 
@@ -403,7 +413,7 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
     beside = _preceding(before, numeric_gold) + _following(after, numeric_gold)
     if "\\begin{" in region:  # a matrix or an environment: one value, read by math-verify as written
         return _reading(region.strip(), beside, text=True)
-    region = normalise(_percent_as_unit(region))
+    region = _MODULUS.sub(" ", normalise(_percent_as_unit(region)))
     if _DECIMAL_COMMA.fullmatch(region):  # one number
         return _reading(region.strip(), beside)
     text = _slashes_as_or(_or_marks(region), letter_gold)
@@ -431,6 +441,11 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
         if unit:
             trail = _UNIT_POWER.sub("", trail[_WORD.match(trail).end() :], count=1)
         rest = trail + "".join(s + c for s, c in clauses[k + 1 :])
+    mixed = _MIXED_NUMBER.fullmatch(head)
+    if mixed:  # `3 1/2` is 7/2; math-verify would read a product
+        sign, whole, num, den = mixed.groups()
+        value = Fraction(int(whole)) + Fraction(int(num), int(den)) if int(den) else None
+        head = f"{sign}{value.numerator}/{value.denominator}" if value is not None else head
     return _reading(head, _alternatives(rest, unit, numeric_gold) + beside, unit)
 
 
@@ -488,7 +503,7 @@ def _names_the_answer(words: list[str]) -> bool:
 def _opens_case(words: list[str], k: int) -> bool:
     """Whether `words[k]` opens a case: a condition word, or a case word ("with", "counting") that
     no distributive word follows ("for each child" names another quantity)."""
-    return words[k] in _CONDITIONS or (words[k] in _CASES and (k + 1 == len(words)
+    return words[k] in _CONDITIONS or words[k] in _REASONS or (words[k] in _CASES and (k + 1 == len(words)
                                                                  or words[k + 1] not in _DISTRIBUTIVE))
 
 
@@ -503,7 +518,7 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
     rest = _CONDITION_PHRASES.sub(lambda m: "then" if m.group("then") else "if", rest)
     for sep, clause in _top_clauses(rest):
         chunk, antecedent, consequent, pending = clause, False, pending, False
-        if sep == "(" and _places(clause.strip()):  # `\frac{1}{3} (0.333)`: a decimal in brackets rounds the head
+        if sep == "(" and _places(clause.strip()) and unit != "percent":  # `\frac{1}{3} (0.333)`: the head rounded
             found.append(Rounded(clause.strip(), _places(clause.strip())))
             continue
         while chunk.strip():
@@ -520,7 +535,8 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
                 break
             after = _first_words(trail, 2)
             own_unit = bool(unit) and (_WORD.match(trail) or [""])[0].rstrip(".").lower() == unit
-            bare = not after or own_unit or after[0] in _ALT_WORDS or _offered(_words(trail))
+            rate = own_unit and len(after) > 1 and after[1] in _DISTRIBUTIVE  # "2 hours per day": another quantity
+            bare = not after or (own_unit and not rate) or after[0] in _ALT_WORDS or _offered(_words(trail))
             under_condition = bool(after) and (_opens_case(after, 0) or after[0] in _OTHER_CASE)
             if consequent and not words and _SAME_LHS.fullmatch(value):  # "(with x=2, y=3)": the case goes on
                 antecedent, consequent = True, False
@@ -536,6 +552,8 @@ def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounde
                 other_unit = _unit_after(trail, numeric_gold)
                 if other_unit == "percent" and unit != "percent":
                     found.append(f"{value}/100")  # "0.25, or 25%": the same value, as a percentage
+                elif unit == "percent" and not other_unit:
+                    found.append(f"100*({value})")  # "20% (1/5)": the same value, as a fraction
                 elif not (unit and other_unit and other_unit != unit):  # "3 hours, or 180 minutes" restates it
                     found.append(value)
             else:

@@ -172,13 +172,16 @@ _INLINE_MATH = re.compile(
 )
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
 _ANSWER_PHRASE = re.compile(
-    r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)|\banswer[ \t]+(?=\$|\\\(|\\\[)",
+    r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)|\banswer[ \t]+(?=\$|\\\(|\\\[)"
+    # the same phrase in other languages: "La respuesta es", "Die Antwort lautet", "Ответ:", "答案是", "答え："
+    r"|\b(?:respuesta|resposta|réponse|risposta|antwort|ответ|cevap|jawaban(?:nya)?)(?:\s+finale?)?[*_\s]*"
+    r"(?:es\b|é|est\b|è|ist\b|lautet\b|adalah\b|—|:|：)[*_ \t:：]*"
+    r"|(?:答案|答え|정답|答|답)\s*(?:是|为|為|は|은|:|：)[*_ \t:：]*",
     re.IGNORECASE,
 )
-# A sentence end that closes an answer, unless the next sentence goes on offering (`5. Or 6.`).
 # A full stop ends the answer's sentence unless the next sentence opens with an alternative ("5. Or
 # 6.", "5. Alternatively, 6.", "5. But if zero counts, 6."): that sentence still offers a value.
-_CLAUSE_END = re.compile(r"\.(?=\s)(?!\s*(?:" + "|".join(sorted(
+_CLAUSE_END = re.compile(r"(?:\.(?=\s)|。)(?!\s*(?:" + "|".join(sorted(
     (re.escape(w) for w in {*OR_WORDS, *HEDGE_WORDS, "and", "but", "though", "although"} - NOT_CONNECTIVES),
     key=len, reverse=True)) + r")(?!\w))", re.IGNORECASE)
 

@@ -23,7 +23,7 @@ from grpo_rewards.redteam import Hack
 
 HEDGE = "several candidates in one answer; math-verify accepts a match with any of them"
 SYMBOL_JOINS = ("; ", "|", " || ", " \\lor ", " \\vee ", " \\mid ", " \\vert ", " \\\\ ", " \\& ", " \\quad ",
-                " \\hspace{1em} ", ", ", "\n", " \\text{ or } ", " \\text{, } ")
+                " \\hspace{1em} ", ", ", "\n", " \\text{ or } ", " \\text{, } ", "；", "，", "、", " ∨ ", " ∪ ", " ∣ ")
 WORD_JOINS = ("or", "and", "maybe", "perhaps", "possibly", "alternatively", "otherwise")
 PLACES: dict[str, Callable[[str], str]] = {
     "box": lambda a: f"So we conclude \\boxed{{{a}}}.",
@@ -153,13 +153,18 @@ ABOUT_WORDS = ("about", "approximately", "roughly", "around", "nearly")
 def relation_chains(rng: random.Random, count: int) -> list[Hack]:
     """Two values joined by a relation. After an exact one the last side is the answer, so the
     first side is working and never pays; after an approximate one (a symbol or "about" and its
-    kin) the second must be the first rounded, so two different values pay for neither."""
+    kin) the second must be the first rounded, so two different values pay for neither; two
+    roundings of one value to one place (`5.4 \\approx 5 \\approx 6`) are two values."""
     out = []
     for k in range(count):
         first = rng.randint(2, 900)
         second = first + rng.choice((1, 2, 5, 40))
         place = list(PLACES)[k % 4]
-        if k % 3 == 0:
+        if k % 7 == 6:  # two roundings of one value, floor and ceiling: two values, each near the head
+            relation = APPROX_RELATIONS[k % len(APPROX_RELATIONS)]
+            answer = f"{first}.{rng.randint(1, 9)} {relation} {first} {relation} {first + 1}"
+            gold = rng.choice((first, first + 1))
+        elif k % 3 == 0:
             relation = EXACT_RELATIONS[k // 3 % len(EXACT_RELATIONS)]
             answer, gold = f"{first} {relation} {second}", first  # the working side
         elif k % 3 == 1:

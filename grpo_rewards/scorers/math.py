@@ -13,6 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
 from cachetools import LRUCache, cached
@@ -411,6 +412,8 @@ def _single_value_check(reading: answer.Reading) -> tuple[str | tuple[str, ...],
     if answer.is_bracketed_list(reading.head or ""):
         return reading.head or "", "the answer is a set, tuple or interval; the gold is one value"
     rounded = tuple(side for side in sides if isinstance(side, answer.Rounded))
+    if _two_roundings(rounded):  # `5.4 \approx 5 \approx 6`: floor and ceiling, two values
+        return reading.head or "", "several different answers"
     if sides:  # the head written several ways: each way is a candidate that must agree
         candidates = [*(side for side in sides if isinstance(side, str)), *candidates[1:]]
     if len(candidates) < 2 and not rounded:
@@ -421,6 +424,17 @@ def _single_value_check(reading: answer.Reading) -> tuple[str | tuple[str, ...],
             return reading.head or "", "several different answers"
         return reading.head or "", None
     return (*candidates, *rounded), None
+
+
+def _two_roundings(rounded: tuple[answer.Rounded, ...]) -> bool:
+    """Whether two roundings to the same place name different values: each may lie within one
+    unit of the exact head (5 and 6 of 5.4), but one text rounds a value one way."""
+    seen: dict[int | None, Fraction] = {}
+    for side in rounded:
+        value = numeral(side.text)
+        if value is not None and seen.setdefault(side.places, value[0]) != value[0]:
+            return True
+    return False
 
 
 def _safe_prompt(sample: Sample) -> str:

@@ -101,7 +101,8 @@ def cases(rng: random.Random, count: int) -> list[dict]:
     case word before a value of its own ("with 6 in each bag", "for n = 3") or before a distributive
     one ("6 for each child"), a bracket after the answer that restates it (`0.5 (50%)`, `8 (2^3)`)
     or names something else ("(see step 3)", "(2.5 hours)"); the value again in another unit ("3 hours,
-    or 180 minutes"); a sentence after the answer that names other numbers."""
+    or 180 minutes"); a sentence after the answer that names other numbers; compound units, a
+    modulus, a reason after the box, answer phrases in other languages, a mixed number."""
     rows = []
     for k in range(count):
         a, b = rng.randint(2, 30), rng.randint(2, 12)
@@ -132,6 +133,23 @@ def cases(rng: random.Random, count: int) -> list[dict]:
             (f"The answer is {m}. Step {n} had {a} apples, so this is consistent.", str(m)),
             (f"The answer is {m}. But {a} of them were bought later.", str(m)),
             (f"The answer is {m}, and {a} is its largest factor below {m}.", str(m)),
+            (f"The answer is {m} km/h.", str(m)),
+            (f"The density is \\boxed{{{n} \\text{{ kg/m}}^3}}.", str(n)),
+            (f"The answer is {a} m/s.", str(a)),
+            (f"The answer is {n} 000.", str(n * 1000)),
+            (f"The remainder is \\boxed{{{n}}}, since {a * 11 + n} = 11 \\cdot {a} + {n}.", str(n)),
+            (f"The answer is {half * 10}% ({half}/10).", str(half * 10)),
+            (f"The answer is {half * 10}% ({half / 10}).", str(half * 10)),
+            (f"The answer is {m} hours; that is, {a} hours per day for {b} days.", str(m)),
+            (f"The answer is {n} (at $x = {a}$).", str(n)),
+            (f"The answer is {n} (mod 11).", str(n)),
+            (f"The answer is ${n} \\pmod{{11}}$.", str(n)),
+            (f"La respuesta es {m}.", str(m)),
+            (f"Die Antwort lautet {m}.", str(m)),
+            (f"答案：{m}", str(m)),
+            (f"答：{m}个苹果。", str(m)),
+            (f"The answer is {n} 1/2 cups.", f"\\frac{{{2 * n + 1}}}{{2}}"),
+            (f"The answer is {n} (we discard -{a} because lengths are positive).", str(n)),
         ]
         completion, gold = styles[k % len(styles)]
         rows.append({"source": "cases", "gold": gold, "completion": completion})
@@ -181,7 +199,7 @@ def math_verify_golds() -> list[dict]:
 def main() -> None:
     rng = random.Random(20261207)
     rows = champ(rng) + math_verify_golds() + choices(rng, 150) + gsm8k_style(rng, 1600) + remarks(rng, 510)
-    rows += cases(random.Random(20261208), 480)  # a generator of its own: the rows above stay as they were
+    rows += cases(random.Random(20261208), 840)  # a generator of its own: the rows above stay as they were
     rows += [{"source": "gsm8k_style", "gold": g, "completion": c} for g, c in [
         ("(1, 5]", "\\boxed{(1, 5]}"), ("\\{1, 2\\}", "The answer is $\\{1, 2\\}$."), ("[2, 7]", "<answer>[2,7]</answer>"),
         ("(-\\infty, 3)", "\\boxed{(-\\infty, 3)}")]]
