@@ -414,6 +414,8 @@ def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, bef
     if "\\begin{" in region:  # a matrix or an environment: one value, read by math-verify as written
         return _reading(region.strip(), beside, text=True)
     region = _MODULUS.sub(" ", normalise(_percent_as_unit(region)))
+    if numeric_gold and not re.search(r"\d", region):  # "The answer is five."
+        region = _number_words(region)
     if _DECIMAL_COMMA.fullmatch(region):  # one number
         return _reading(region.strip(), beside)
     text = _slashes_as_or(_or_marks(region), letter_gold)
@@ -609,6 +611,24 @@ def _numbers(text: str) -> list[Fraction]:
     return [Fraction(n) for n in _NUMBER.findall(text.replace("−", "-"))]
 
 
+_NUMBER_LANGUAGES = ("en", "fr", "es", "de", "it", "pt", "nl")  # what text2num reads
+
+
+def _number_words(text: str) -> str:
+    """`five apples` -> `5 apples`: a value spelled in words, read in the first language (English
+    first) that finds one leading the text; `six` is a number in English before it is one in French."""
+    from text_to_num import alpha2digit  # a Rust extension; loaded on the first answer spelled in words
+
+    for lang in _NUMBER_LANGUAGES:
+        try:
+            converted = alpha2digit(text, lang, threshold=0)
+        except Exception:  # noqa: BLE001 - a text text2num cannot read holds no number words for it
+            continue
+        if re.match(r"\s*-?\d", converted):  # the value leads; "the one with ..." names no number
+            return converted
+    return text
+
+
 def question_numbers(prompt: str) -> set[Fraction]:
     """The numbers a question holds, written in digits or in words (English, French, Spanish,
     German, Italian, Portuguese, Dutch: text2num)."""
@@ -616,7 +636,7 @@ def question_numbers(prompt: str) -> set[Fraction]:
 
     text = normalise(prompt)
     found = {abs(n) for n in _numbers(text)}
-    for lang in ("en", "fr", "es", "de", "it", "pt", "nl"):
+    for lang in _NUMBER_LANGUAGES:
         try:
             found |= {abs(n) for n in _numbers(alpha2digit(text, lang, threshold=0))}
         except Exception:  # noqa: BLE001 - a text text2num cannot read holds no number words for it

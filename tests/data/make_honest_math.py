@@ -24,6 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent.parent))
 
+from grpo_rewards.redteam.math import spelled_number  # noqa: E402 - importable once the repo is on the path
+
 
 def _thousands(n: int, rng: random.Random) -> str:
     plain = f"{n:,}"
@@ -150,6 +152,7 @@ def cases(rng: random.Random, count: int) -> list[dict]:
             (f"答：{m}个苹果。", str(m)),
             (f"The answer is {n} 1/2 cups.", f"\\frac{{{2 * n + 1}}}{{2}}"),
             (f"The answer is {n} (we discard -{a} because lengths are positive).", str(n)),
+            (f"The answer is {spelled_number(a)} apples.", str(a)),
         ]
         completion, gold = styles[k % len(styles)]
         rows.append({"source": "cases", "gold": gold, "completion": completion})
