@@ -503,10 +503,11 @@ def _names_the_answer(words: list[str]) -> bool:
 
 
 def _opens_case(words: list[str], k: int) -> bool:
-    """Whether `words[k]` opens a case: a condition word, or a case word ("with", "counting") that
-    no distributive word follows ("for each child" names another quantity)."""
-    return words[k] in _CONDITIONS or words[k] in _REASONS or (words[k] in _CASES and (k + 1 == len(words)
-                                                                 or words[k + 1] not in _DISTRIBUTIVE))
+    """Whether `words[k]` opens a case: a condition or reason word, or a case word ("with",
+    "counting") that no distributive word follows ("for each child" names another quantity)."""
+    if words[k] in _CONDITIONS or words[k] in _REASONS:
+        return True
+    return words[k] in _CASES and (k + 1 == len(words) or words[k + 1] not in _DISTRIBUTIVE)
 
 
 def _alternatives(rest: str, unit: str, numeric_gold: bool) -> list[str | Rounded]:
