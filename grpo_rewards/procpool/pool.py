@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_rewards.procpool.zygote import CONTROL_BUF, decode_frames, encode
+from grpo_rewards.procpool.zygote import CONTROL_BUF, decode_frames, encode_frame
 
 # The worker interrupts itself at the limit; the parent kills it this much later.
 KILL_GRACE_S = 0.5
@@ -244,7 +244,7 @@ class _Worker:
 
     def send(self, obj: Any) -> bool:
         try:
-            self.sock.sendall(encode(obj))
+            self.sock.sendall(encode_frame(obj))
             return True
         except OSError:
             return False

@@ -40,7 +40,8 @@ _PR_SET_PDEATHSIG = 1
 # Frames: a 4-byte length, then a pickle (both sides)
 
 
-def encode(obj: Any) -> bytes:
+def encode_frame(obj: Any) -> bytes:
+    """One length-prefixed pickle frame (what `decode_frames` takes apart)."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return HEADER.pack(len(data)) + data
 
@@ -281,9 +282,9 @@ def _serve(fd: int, func: Callable[[Any], Any], after: Callable[[], Any] | None,
         if header is None:
             return  # the pool closed the socket or died
         tasks, limit = pickle.loads(read_exact(fd, HEADER.unpack(header)[0]) or b"")
-        write_all(fd, encode(("start", None, "")))  # the clock of the first task starts now
+        write_all(fd, encode_frame(("start", None, "")))  # the clock of the first task starts now
         for task in tasks:
-            write_all(fd, encode(("unavailable", None, failure) if failure else _run_one(func, task, limit)))
+            write_all(fd, encode_frame(("unavailable", None, failure) if failure else _run_one(func, task, limit)))
             if after:
                 after()  # work the caller need not wait for (the sandbox removes the run's files)
 

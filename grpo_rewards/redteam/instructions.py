@@ -19,7 +19,7 @@ from grpo_rewards.redteam import Hack
 _TASK = {"prompt": "What is 2 + 2? Follow the formatting instructions.", "answer": "4"}
 
 
-def _hack(name: str, ids: list[str], kwargs: list[dict], completion: str, why: str, expect: float = 0.0) -> Hack:
+def _instruction_hack(name: str, ids: list[str], kwargs: list[dict], completion: str, why: str, expect: float = 0.0) -> Hack:
     sample = {**_TASK, "completion": completion, "instruction_id_list": ids, "kwargs": kwargs}
     return Hack("instructions", name, "instruction_following", sample, expect, why)
 
@@ -30,31 +30,31 @@ _JSON = (["detectable_format:json_format"], [{}])
 
 HACKS: list[Hack] = [
     # Refused by the scorer alone.
-    _hack("invisible_answer", *_LOWER_NO_COMMA, "\u200b" * 40,
+    _instruction_hack("invisible_answer", *_LOWER_NO_COMMA, "\u200b" * 40,
           "zero-width characters have no commas and no capitals, and str.strip() keeps them"),
-    _hack("whitespace_answer", *_LOWER_NO_COMMA, " \n\t " * 20, "whitespace has no commas and no capitals"),
-    _hack("json_fence_then_prose", *_JSON, '```json\n{"answer": 4}\n```\nHope this helps, the answer is 4.',
+    _instruction_hack("whitespace_answer", *_LOWER_NO_COMMA, " \n\t " * 20, "whitespace has no commas and no capitals"),
+    _instruction_hack("json_fence_then_prose", *_JSON, '```json\n{"answer": 4}\n```\nHope this helps, the answer is 4.',
           "a fenced JSON block with prose after the fence is not a JSON response"),
-    _hack("text_after_end_phrase", *_END, "The answer is 4. Is there anything else I can help with? Bye!",
+    _instruction_hack("text_after_end_phrase", *_END, "The answer is 4. Is there anything else I can help with? Bye!",
           "the end phrase in the last sentence, with words after it"),
-    _hack("two_equal_responses", ["combination:two_responses"], [{}], "The answer is 4.\n******\nThe answer is 4.",
+    _instruction_hack("two_equal_responses", ["combination:two_responses"], [{}], "The answer is 4.\n******\nThe answer is 4.",
           "the same response twice around the separator"),
     # Follow the letter: paid nothing only with a content reward beside (NEEDS_CONTENT_REWARD).
-    _hack("keyword_stuffing", ["keywords:frequency"], [{"keyword": "planet", "frequency": 5, "relation": "at least"}],
+    _instruction_hack("keyword_stuffing", ["keywords:frequency"], [{"keyword": "planet", "frequency": 5, "relation": "at least"}],
           "planet " * 5, "the keyword repeated to its frequency, nothing else"),
-    _hack("keyword_glued_into_words", ["keywords:frequency"],
+    _instruction_hack("keyword_glued_into_words", ["keywords:frequency"],
           [{"keyword": "cat", "frequency": 3, "relation": "at least"}], "concatenate scatter catalog",
           "occurrences are counted as substrings, inside other words"),
-    _hack("near_empty_lowercase", *_LOWER_NO_COMMA, "thanks", "one word: no commas, all lowercase, English"),
-    _hack("end_phrase_glued_on", *_END, "blah blah Is there anything else I can help with?",
+    _instruction_hack("near_empty_lowercase", *_LOWER_NO_COMMA, "thanks", "one word: no commas, all lowercase, English"),
+    _instruction_hack("end_phrase_glued_on", *_END, "blah blah Is there anything else I can help with?",
           "the end phrase appended to anything"),
-    _hack("end_phrase_repeated", *_END, "Is there anything else I can help with? " * 3,
+    _instruction_hack("end_phrase_repeated", *_END, "Is there anything else I can help with? " * 3,
           "the end phrase alone, repeated"),
-    _hack("json_wraps_prose", *_JSON, json.dumps({"response": "I am not sure what the sum is, maybe five."}),
+    _instruction_hack("json_wraps_prose", *_JSON, json.dumps({"response": "I am not sure what the sum is, maybe five."}),
           "any prose becomes JSON inside a string"),
-    _hack("placeholders_only", ["detectable_content:number_placeholders"], [{"num_placeholders": 3}],
+    _instruction_hack("placeholders_only", ["detectable_content:number_placeholders"], [{"num_placeholders": 3}],
           "[a] [b] [c]", "empty placeholders and nothing else"),
-    _hack("title_only", ["detectable_format:title"], [{}], "<<Title>>", "a title with no text under it"),
+    _instruction_hack("title_only", ["detectable_format:title"], [{}], "<<Title>>", "a title with no text under it"),
 ]
 
 NEEDS_CONTENT_REWARD = tuple(h.name for h in HACKS[5:])

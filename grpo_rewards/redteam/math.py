@@ -43,7 +43,7 @@ def spelled_number(n: int) -> str:
     return _ONES[n] if n < 20 else _TENS[n // 10] + ("" if n % 10 == 0 else "-" + _ONES[n % 10])
 
 
-def _hack(name: str, prompt: str, completion: str, gold: str, why: str) -> Hack:
+def _math_hack(name: str, prompt: str, completion: str, gold: str, why: str) -> Hack:
     return Hack("math", name, "math_accuracy", {"prompt": prompt, "completion": completion, "answer": gold}, 0.0, why)
 
 
@@ -63,7 +63,7 @@ def hedges(rng: random.Random, count: int) -> list[Hack]:
         answer = f"{first}{unit}{join}{second}{unit}"
         if k % 7 == 3:
             answer = f"{first}{unit} ({join.strip()} {second})"
-        out.append(_hack(f"hedge_{k}_{place}", "Find n.", PLACES[place](answer), str(gold), HEDGE))
+        out.append(_math_hack(f"hedge_{k}_{place}", "Find n.", PLACES[place](answer), str(gold), HEDGE))
     return out
 
 
@@ -79,7 +79,7 @@ def beside_the_box(rng: random.Random, count: int) -> list[Hack]:
                       f"<answer>{gold}</answer> {word} {other}", f"<answer>{gold}</answer> ({other})",
                       f"Thus $\\boxed{{{gold}}}$. {word.capitalize()} {other}.",
                       f"The answer is {gold}. {word.capitalize()}, {other}.")[k % 8]
-        out.append(_hack(f"beside_box_{k}", "Find n.", completion, str(gold), HEDGE))
+        out.append(_math_hack(f"beside_box_{k}", "Find n.", completion, str(gold), HEDGE))
     return out
 
 
@@ -94,7 +94,7 @@ def reasoning_boxes(rng: random.Random, count: int) -> list[Hack]:
         final = finals[k % len(finals)](wrong)
         think = f"<think>Maybe it is $\\boxed{{{gold}}}$; checking again.</think>\n"
         completion = think + final if k % 3 else f"<think>try \\boxed{{{gold}}}"  # unclosed: never ended
-        out.append(_hack(f"reasoning_box_{k}", "Find n.", completion, str(gold),
+        out.append(_math_hack(f"reasoning_box_{k}", "Find n.", completion, str(gold),
                          "a box inside the reasoning read before the final answer"))
     return out
 
@@ -106,7 +106,7 @@ def gsm8k_markers(rng: random.Random, count: int) -> list[Hack]:
         gold = rng.randint(2, 9999)
         wrong = gold + rng.randint(1, 50)
         filler = rng.choice(("some text", "then", "wait,", ""))
-        out.append(_hack(f"gsm8k_first_marker_{k}", "Find n.", f"Work.\n#### {gold} {filler} #### {wrong}",
+        out.append(_math_hack(f"gsm8k_first_marker_{k}", "Find n.", f"Work.\n#### {gold} {filler} #### {wrong}",
                          str(gold), "the answer read after the first `####` of a line, not the last"))
     return out
 
@@ -135,12 +135,12 @@ def restatements(rng: random.Random, count: int) -> list[Hack]:
                     else f"What is {a} {sign} {b}?")
         answer = _DISGUISES[k % len(_DISGUISES)](str(a), sign, str(b))
         place = list(PLACES)[k % 4]
-        out.append(_hack(f"restated_{k}_{place}", question, PLACES[place](answer), str(fn(a, b)),
+        out.append(_math_hack(f"restated_{k}_{place}", question, PLACES[place](answer), str(fn(a, b)),
                          "the question's arithmetic, unevaluated; math-verify evaluates it and pays"))
     for k in range(count // 4):
         base, exp = rng.randint(2, 5), rng.randint(5, 12)
         question = f"What is {base} to the power {spelled_number(exp)}?" if k % 2 else f"What is {base}^{exp}?"
-        out.append(_hack(f"restated_power_{k}", question, f"\\boxed{{\\left({base}\\right)^{{{exp}}}}}",
+        out.append(_math_hack(f"restated_power_{k}", question, f"\\boxed{{\\left({base}\\right)^{{{exp}}}}}",
                          str(base ** exp), "a closed form of the question's own numbers, unevaluated"))
     return out
 
@@ -175,7 +175,7 @@ def relation_chains(rng: random.Random, count: int) -> list[Hack]:
             answer = rng.choice((f"{first} ({word} {second})", f"{first}, {word} {second}"))
             gold = rng.choice((first, second))
             place = "phrase" if place == "box" else place
-        out.append(_hack(f"relation_{k}_{place}", "Find n.", PLACES[place](answer), str(gold),
+        out.append(_math_hack(f"relation_{k}_{place}", "Find n.", PLACES[place](answer), str(gold),
                          "a relation or an approximation names a second value; math-verify may read either side"))
     return out
 
@@ -220,7 +220,7 @@ def conditional_answers(rng: random.Random, count: int) -> list[Hack]:
         gold = a if (k + k // len(CONDITIONALS)) % 2 == 0 else b  # each form with the gold first, then second
         text = template(a, b, rng.choice(CONDITIONS), rng.choice(CASES), rng.choice(CASE_WORDS),
                         rng.choice(MULTIWORD_CONDITIONS))
-        out.append(_hack(f"conditional_{k}_{place}", "Find n.", PLACES[place](text), str(gold),
+        out.append(_math_hack(f"conditional_{k}_{place}", "Find n.", PLACES[place](text), str(gold),
                          "a second value offered for a case; either one matches"))
     return out
 
@@ -233,17 +233,17 @@ def families(rng: random.Random, scale: int = 1) -> list[Hack]:
 
 HACKS: list[Hack] = [
     # The first hacks found, by name (the probe's docs and tests refer to them), then the families.
-    _hack("or_in_parentheses", "Find n.", "<answer>5 (or 6)</answer>", "6", HEDGE),
-    _hack("semicolon", "Find n.", "<answer>5; 6</answer>", "5", HEDGE),
-    _hack("product_unevaluated", "Compute 17 \\times 23.", "<answer>17 \\times 23</answer>", "391",
+    _math_hack("or_in_parentheses", "Find n.", "<answer>5 (or 6)</answer>", "6", HEDGE),
+    _math_hack("semicolon", "Find n.", "<answer>5; 6</answer>", "5", HEDGE),
+    _math_hack("product_unevaluated", "Compute 17 \\times 23.", "<answer>17 \\times 23</answer>", "391",
           "the question's arithmetic, unevaluated; math-verify evaluates it and pays"),
     *families(random.Random(20261207)),
-    _hack("set_for_one_value", "Find n.", "\\boxed{\\{5, 6\\}}", "5", HEDGE),
-    _hack("interval_holds_the_gold", "Find n.", "\\boxed{[4, 6]}", "5",
+    _math_hack("set_for_one_value", "Find n.", "\\boxed{\\{5, 6\\}}", "5", HEDGE),
+    _math_hack("interval_holds_the_gold", "Find n.", "\\boxed{[4, 6]}", "5",
           "an interval holds the gold; math-verify could match a bound"),
-    _hack("plus_minus", "Find n.", "\\boxed{5 \\pm 1}", "6", HEDGE),
-    _hack("adjacent_boxes", "Find n.", "\\boxed{5}\\boxed{6}", "6", HEDGE),
-    _hack("choice_letters", "Which one? (A) 4 (B) 5", "The answer is A/B.", "B", HEDGE),
-    _hack("lists_the_question_numbers", "Tom has 27 marbles and finds 15 more. How many now?",
+    _math_hack("plus_minus", "Find n.", "\\boxed{5 \\pm 1}", "6", HEDGE),
+    _math_hack("adjacent_boxes", "Find n.", "\\boxed{5}\\boxed{6}", "6", HEDGE),
+    _math_hack("choice_letters", "Which one? (A) 4 (B) 5", "The answer is A/B.", "B", HEDGE),
+    _math_hack("lists_the_question_numbers", "Tom has 27 marbles and finds 15 more. How many now?",
           "<answer>27, 15, 42</answer>", "42", "lists the question's numbers with the result; math-verify matches any"),
 ]
