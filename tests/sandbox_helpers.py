@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import time
+from pathlib import Path
 
 from grpo_rewards.sandbox.base import Limits
-from grpo_rewards.sandbox.local import LocalSandbox
+from grpo_rewards.sandbox.local import SANDBOX_DIR, LocalSandbox
 
 # Conservative on purpose: a bomb that escaped one of these would still be small.
 SAFE = Limits(wall_s=3.0, memory_mb=256, processes=8, output_bytes=1 << 16, file_size_mb=4, open_files=32)
 IS_ROOT = os.geteuid() == 0
+
+
+def _peers_ahead() -> int:
+    """executor.PEERS_AHEAD, read from its source: executor.py runs in the sandbox's zygote beside
+    sibling modules (layers, runner, zygote) that the tests' process does not import."""
+    tree = ast.parse(Path(SANDBOX_DIR, "executor.py").read_text(encoding="utf-8"))
+    return next(ast.literal_eval(n.value) for n in tree.body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "PEERS_AHEAD")
+
+
+PEERS_AHEAD = _peers_ahead()
 
 
 def sandbox_uids(sandbox: LocalSandbox) -> set[int]:
@@ -38,15 +51,16 @@ def processes_of(uids: set[int]) -> list[tuple[int, str, int]]:
 
 def left_over(sandbox: LocalSandbox) -> list[tuple[int, str, int]]:
     """Processes of the sandbox uids that no run should have left: all of them but, per worker,
-    the one program's process its seed (a child of the worker) made ahead for the next job and
-    the one tests' process (a child of the worker) that runs job after job with a peer."""
+    the programs' processes its seed (a child of the worker) made ahead for the next jobs
+    (executor.PEERS_AHEAD) and the one tests' process (a child of the worker) that runs job
+    after job with a peer."""
     seeds = {int(e) for e in filter(str.isdigit, os.listdir("/proc"))
              if int(_status(e).get("PPid", "0")) in sandbox.pids}
     found = processes_of(sandbox_uids(sandbox))
     kept = []
-    for parents in (seeds, set(sandbox.pids)):
+    for parents, per_worker in ((seeds, PEERS_AHEAD), (set(sandbox.pids), 1)):
         these = [p for p in found if p[2] in parents]
-        kept += these if len(these) <= len(sandbox.pids) else []
+        kept += these if len(these) <= len(sandbox.pids) * per_worker else []
     return [p for p in found if p not in kept]
 
 

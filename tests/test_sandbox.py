@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import closing
 from dataclasses import replace
 
 import pytest
@@ -158,6 +159,21 @@ def test_a_peer_made_ahead_gets_its_input_first_and_shares_only_a_fresh_run_dire
     assert_nothing_left(sandbox)
 
 
+def test_a_peer_writes_only_in_its_own_directory(sandbox):
+    """The seed's Landlock layer lets it make every peer's directory; each peer's own layer lets
+    it write only in its own: not in the directories of the peers made ahead beside it (same uid,
+    so file permissions would allow it), nor in their parent."""
+    code = "import socket\nprint(socket.socket(fileno=3).recv(400).decode())"
+    peer = ("import os, socket\ns = socket.socket(fileno=3)\ns.recv(2)\nwritten = []\n"
+            "for name in ['../x', *(f'../peer-{n}/x' for n in range(64))]:\n"
+            "    try:\n        open(name, 'w').write('planted')\n        written.append(name)\n"
+            "    except OSError:\n        pass\n"
+            "s.sendall(repr(written).encode())")
+    # Each peer writes once its job has come (its directory is then the run's, named "run").
+    runs = sandbox.run_many([Job(code, "", SAFE, peer=peer, peer_input=b"go") for _ in range(6)])
+    assert [r.stdout for r in runs] == ["[]\n"] * 6, [r.stderr for r in runs]
+
+
 def test_a_peer_made_ahead_for_other_limits_is_not_taken(sandbox):
     """The peer made ahead for the last job's limits is dropped when the next job's differ."""
     code = "import socket\nprint(socket.socket(fileno=3).recv(20).decode())"
@@ -294,8 +310,32 @@ def test_sandbox_check_explains_a_missing_layer():
     assert by_name["zygote"][0] == "MISSING"  # not reported means missing, never assumed
 
 
-def test_rlimits_match_the_requested_limits(sandbox):
+def test_rlimits_match_the_requested_limits():
     code = ("import resource\nprint([resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in "
             "('AS', 'CORE', 'NPROC', 'NOFILE', 'FSIZE', 'CPU')])")
-    r = sandbox.run(code, limits=Limits(wall_s=3.0, memory_mb=300, processes=7, open_files=40, file_size_mb=5))
+    with closing(LocalSandbox(workers=1)) as fresh:  # no job with a peer yet: the worker keeps no process
+        r = fresh.run(code, limits=Limits(wall_s=3.0, memory_mb=300, processes=7, open_files=40, file_size_mb=5))
     assert eval(r.stdout) == [(300 << 20, 300 << 20), (0, 0), (7, 7), (40, 40), (5 << 20, 5 << 20), (3, 4)]
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="RLIMIT_NPROC binds only the sandbox's own uid (root)")
+def test_the_processes_a_worker_keeps_do_not_count_against_a_program():
+    """RLIMIT_NPROC counts every process of the uid, and a worker keeps some under it after a job
+    with a peer (the peers made ahead, the tests' process): a program forks as many children
+    then as on a fresh worker."""
+    forks = ("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+             "            time.sleep(60)\n        n += 1\nexcept OSError:\n    print(n)")
+    # Like code_tests' peers, these wait for their input: those made ahead stay alive.
+    peer_job = Job("import socket\nprint(socket.socket(fileno=3).recv(9).decode())", "", SAFE,
+                   peer="import socket\ns = socket.socket(fileno=3)\ns.sendall(s.recv(9))", peer_input=b"ok")
+    with closing(LocalSandbox(workers=1)) as fresh:
+        alone = fresh.run(forks, limits=SAFE)
+        assert fresh.run_many([peer_job])[0].stdout == "ok\n"
+        beside = fresh.run(forks, limits=SAFE)
+        for _ in range(20):  # the seed reaps the peer the worker killed as soon as it is scheduled
+            if beside.stdout == alone.stdout:
+                break
+            time.sleep(0.05)
+            beside = fresh.run(forks, limits=SAFE)
+    assert alone.status == beside.status == "ok" and int(alone.stdout) == SAFE.processes - 1
+    assert beside.stdout == alone.stdout

@@ -54,7 +54,9 @@ class Job:
     that held `code` or `stdin`) but a connected socket, fd 3 in both. The run is `code`'s: its
     stdout, stderr and exit make the result; the peer's output is discarded, and it ends with the
     run. `peer_input`: what the peer reads first on its socket, sent on `code`'s behalf before
-    `code` starts (so the peer can work on it while `code`'s process starts)."""
+    `code` starts (so the peer can work on it while `code`'s process starts). The peer's
+    statements before its last only define (functions, classes, imports, constants) and its
+    last starts it: a backend may run the definitions once for many peers."""
 
     code: str
     stdin: str = ""

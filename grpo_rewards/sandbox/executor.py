@@ -24,6 +24,7 @@ runner.py, "the long-lived tests' process"); its peer is forked afresh for each 
 
 from __future__ import annotations
 
+import ast
 import errno
 import fcntl
 import itertools
@@ -50,7 +51,13 @@ PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 PEER_FD = 3  # a job's peer and its code hold their end of the socket here
 CONTROL_FD = 4  # the tests' process's socket to its worker (see runner.serve_runs)
+PEERS_AHEAD = 4  # peers the seed makes per request, each waiting for a job of the kind asked
+# The most processes a worker keeps under its uid beside a peer (the peers made ahead, the tests'
+# process): RLIMIT_NPROC counts them, so the peer's limit is raised by as many.
+KEPT_PROCESSES = PEERS_AHEAD + 1
 SEED_COMPILED_KEEP = 8  # programs kept compiled (the same few for every run: one per scorer kind)
+# Handlers a run must not inherit from its worker.
+_RESET_SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)
 POLL_S = 0.05  # output pipes are drained this often while a program runs
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
@@ -71,11 +78,14 @@ class Executor:
         self.per_run: set[str] = set()
         self.leftover = ""
         self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
-        self.asked = ""  # the kind of peer (its code and limits) last asked of the seed, not yet taken
+        self.asked = ""  # the kind of peer (its code and limits) last asked of the seed
+        self.ahead = 0  # how many of those the seed made and this worker has not taken yet
+        self.reads_restricted = False  # in the seed: its own Landlock layer governs what peers read
         self.peer: dict | None = None  # the running job's peer: pid, status fd
         self.tests: dict | None = None  # the long-lived process that runs jobs with a peer (runner.serve_runs)
         self.watched: tuple[set, list] | None = None  # what its runs could change (runner.watched_dicts)
         self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
+        self.prepared: dict[str, tuple] = {}  # in the seed: peer source -> (module, code), see _prepared
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
@@ -252,7 +262,8 @@ class Executor:
                 pid = self._tests_process((program, kind), limits, program)
                 socket.send_fds(self.tests["control"], [b"run"], [stdin_fd, pipes[0][1], pipes[1][1], channel[0]])
                 os.write(pipes[2][1], b"ready\n")
-            else:
+            else:  # beside the processes this worker keeps under the uid now
+                limits["rlimits"]["RLIMIT_NPROC"] += self.ahead + (self.tests is not None)
                 pid, pidns_error = self._fork(pidns)
             if pid == 0:
                 try:
@@ -261,8 +272,8 @@ class Executor:
                                 os.path.join(workdir, PROGRAM))
                 finally:
                     os._exit(127)
-            if peer:
-                self._ask_peer(kind)  # the next job's, made while this one runs
+            if peer and not self.ahead:
+                self._ask_peers(kind)  # the next jobs', made while this one runs
             for fd in channel:  # the peer's end is its process's alone: a process that ends closes the channel
                 os.close(fd)
             channel = ()
@@ -309,40 +320,95 @@ class Executor:
         self.seed = mine
 
     def _seed(self, sock: socket.socket) -> None:
-        """Per request (a peer's code and limits): fork that peer, isolated and waiting on its end
-        of a new channel, in a directory of its own; answer with its pid, the channel's other end
-        and its status pipe (where a layer that failed is written)."""
+        """Per request (a peer's code and limits): fork PEERS_AHEAD such peers, each isolated and
+        waiting on its end of a new channel, in a directory of its own; answer each with its pid,
+        the channel's other end and its status pipe (where a layer that failed is written)."""
         layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with its worker
         self.pid = os.getpid()  # the parent its peers check for
-        for made in itertools.count():
-            message = sock.recv(1 << 20)
-            if not message:
-                return
-            self._reap()  # the peers that ended (their CPU time counts as the seed's children's)
+        for sig in _RESET_SIGNALS:  # once here, not in each peer
+            signal.signal(sig, signal.SIG_DFL)
+        # A peer the worker killed is reaped at once: until then it counts against its uid's
+        # process limit (and so against the running program's). Reaped, its CPU time counts as
+        # the seed's children's.
+        signal.signal(signal.SIGCHLD, lambda signum, frame: self._reap())
+        self._restrict_seed()
+        made = itertools.count()
+        while message := sock.recv(1 << 20):
             request = json.loads(message)
-            fds: list[int] = []
-            try:
-                workdir = os.path.join(self.runs, f"peer-{made}")
-                self._make_dir(workdir)
-                fds = [*(s.detach() for s in socket.socketpair()), *os.pipe()]  # channel ends, status r/w
-                code, limits = self._compiled(request["peer"]), runner.parse_limits(request["limits"])
-                pid, pidns_error = self._fork("pid_namespace" in self.per_run)
-                if pid == 0:
-                    try:
-                        # Its output goes nowhere: holding the run's pipes, it would keep the run's end
-                        # waiting for its death. The next job's peer waits under the same uid while this
-                        # one runs: one more process.
-                        limits["rlimits"]["RLIMIT_NPROC"] += 1
-                        self._child(workdir, {0: None, 1: None, 2: None, PEER_FD: fds[0]}, fds[3], limits, False,
-                                    pidns_error, code, os.path.join(self.rundir, "peer.py"))
-                    finally:
-                        os._exit(127)
-                answer = {"pid": pid, "dir": workdir}
-            except OSError as exc:
-                answer = {"pid": 0, "error": str(exc)}
-            socket.send_fds(sock, [json.dumps(answer).encode()], [fds[1], fds[2]] if answer["pid"] else [])
+            prepared, limits = self._prepared(request["peer"]), runner.parse_limits(request["limits"])
+            limits["rlimits"]["RLIMIT_NPROC"] += KEPT_PROCESSES
+            # Every peer's directory and descriptors first, then the forks back to back: each fork
+            # makes the seed's memory copy-on-write again, and the seed's Python between two forks
+            # would copy a few hundred pages.
+            peers = [self._peer_parts(next(made)) for _ in range(PEERS_AHEAD)]
+            for peer in peers:
+                if "error" not in peer:
+                    self._fork_peer(peer, prepared, limits)
+            for peer in peers:
+                fds = peer.pop("fds", [])
+                socket.send_fds(sock, [json.dumps(peer).encode()], [fds[1], fds[2]] if peer.get("pid") else [])
+                for fd in fds:
+                    os.close(fd)
+
+    def _peer_parts(self, number: int) -> dict:
+        """A peer's directory, channel ends and status pipe (r, w), or why they could not be made."""
+        fds: list[int] = []
+        try:
+            workdir = os.path.join(self.runs, f"peer-{number}")
+            self._make_dir(workdir)
+            fds = [*(s.detach() for s in socket.socketpair()), *os.pipe()]
+            return {"dir": workdir, "fds": fds}
+        except OSError as exc:
             for fd in fds:
                 os.close(fd)
+            return {"pid": 0, "error": str(exc)}
+
+    def _prepared(self, source: str) -> tuple:
+        """A peer's code as (its `__main__`, the code each peer runs): the statements before the
+        last run here once, in the module every peer starts from (base.Job: they only define),
+        and the last compiled. Definitions that fail here run whole in each peer, which reports it."""
+        found = self.prepared.get(source)
+        if found is None:
+            if len(self.prepared) >= SEED_COMPILED_KEEP:
+                self.prepared.clear()
+            path = os.path.join(self.rundir, "peer.py")
+            module = runner.main_module(path)
+            try:
+                *definitions, start = ast.parse(source).body
+                exec(compile(ast.Module(definitions, []), path, "exec", dont_inherit=True), module.__dict__)
+                found = (module, compile(ast.Module([start], []), path, "exec", dont_inherit=True))
+            except Exception:  # noqa: BLE001 - the peer's own run reports it
+                found = (None, self._compiled(source))
+            self.prepared[source] = found
+        return found
+
+    def _fork_peer(self, peer: dict, prepared: tuple, limits: dict) -> None:
+        fds = peer["fds"]
+        try:
+            pid, pidns_error = self._fork("pid_namespace" in self.per_run)
+        except OSError as exc:
+            peer.update(pid=0, error=str(exc))
+            return
+        if pid == 0:
+            try:  # its output goes nowhere: holding the run's pipes, it would keep the run waiting for its death
+                module, code = prepared
+                self._child(peer["dir"], {0: None, 1: None, 2: None, PEER_FD: fds[0]}, fds[3], limits, False,
+                            pidns_error, code, os.path.join(self.rundir, "peer.py"), module=module)
+            finally:
+                os._exit(127)
+        peer["pid"] = pid
+
+    def _restrict_seed(self) -> None:
+        """The seed's own Landlock layer: read the system and Python paths, write only below the
+        run directories. Each peer then adds a layer that limits writing to its directory, so
+        the read rules are made once here instead of in every peer."""
+        if "landlock" not in self.per_run:
+            return
+        try:
+            layers.landlock_restrict(self.read_paths + runner.DEVICES, [self.runs, "/dev/null"], self.landlock_abi)
+            self.reads_restricted = True
+        except OSError:
+            pass  # each peer then makes the whole layer itself
 
     @staticmethod
     def _reap() -> None:
@@ -352,31 +418,35 @@ class Executor:
         except ChildProcessError:
             pass
 
-    def _ask_peer(self, kind: str) -> None:
-        """Ask the seed for a peer of this kind (its code and limits), taken by `_take_peer`."""
+    def _ask_peers(self, kind: str) -> None:
+        """Ask the seed for PEERS_AHEAD peers of this kind (its code and limits), taken by `_take_peer`."""
         try:
             self.seed.send(kind.encode())
         except OSError:
             os._exit(70)  # the seed is gone: the pool replaces this worker (a new seed needs a clean one)
-        self.asked = kind
+        self.asked, self.ahead = kind, PEERS_AHEAD
 
     def _take_peer(self, kind: str, workdir: str) -> int:
         """The job's peer, made ahead when the last job's was of the same kind: its directory
         becomes the run's (renamed: its Landlock rule holds the directory, not the name); returns
         the tests' end of its channel."""
-        if self.asked and self.asked != kind:  # made for other code or limits
-            self.asked = ""
+        if self.ahead and self.asked != kind:  # made for other code or limits
+            self._drop_peers()
+        if not self.ahead:
+            self._ask_peers(kind)
+        self.ahead -= 1
+        channel = self._receive_peer()
+        os.rename(self.peer["dir"], workdir)
+        return channel
+
+    def _drop_peers(self) -> None:
+        while self.ahead:
+            self.ahead -= 1
             try:
                 os.close(self._receive_peer())
             except OSError:
                 pass
             self._end_peer()
-        if not self.asked:
-            self._ask_peer(kind)
-        self.asked = ""
-        channel = self._receive_peer()
-        os.rename(self.peer["dir"], workdir)
-        return channel
 
     def _receive_peer(self) -> int:
         try:
@@ -487,11 +557,12 @@ class Executor:
         return pid, error
 
     def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
-               path: str, serve: bool = False) -> None:
+               path: str, serve: bool = False, module=None) -> None:
         """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
         `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
-        `program` (compiled; None: the file at `path`) as `python path` would run it, once or (`serve`,
-        the tests' process) for each run its worker sends."""
+        `program` (compiled; None: the file at `path`) as `python path` would run it (in `module`,
+        a peer's prepared `__main__`, when given), once or (`serve`, the tests' process) for each
+        run its worker sends."""
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
@@ -513,12 +584,14 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else runner.run_main(path, program))
+        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else
+                 runner.run_main(path, program, module=module))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2):
-            signal.signal(sig, signal.SIG_DFL)
+        for sig in _RESET_SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_DFL:
+                signal.signal(sig, signal.SIG_DFL)
         os.chdir(workdir)
         os.umask(0o077)
         steps = [("rlimits", lambda: layers.set_rlimits(limits["rlimits"]))]
@@ -529,8 +602,9 @@ class Executor:
         steps += [
             ("pdeathsig", lambda: layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)),
             ("no_new_privs", lambda: layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)),
-            ("landlock", lambda: layers.landlock_restrict(self.read_paths + runner.DEVICES, [workdir, "/dev/null"],
-                                                          self.landlock_abi)),
+            ("landlock", lambda: layers.landlock_restrict([] if self.reads_restricted else self.read_paths + runner.DEVICES,
+                                                          [workdir, "/dev/null"], self.landlock_abi,
+                                                          reads=not self.reads_restricted)),
             ("seccomp", layers.seccomp_restrict),
         ]
         for name, step in steps:

@@ -119,12 +119,15 @@ def landlock_features(abi: int) -> list[str]:
     return features
 
 
-def landlock_restrict(read_paths: list[str], write_paths: list[str], abi: int) -> None:
+def landlock_restrict(read_paths: list[str], write_paths: list[str], abi: int, reads: bool = True) -> None:
     """Allow reading (and executing) beneath `read_paths`, everything beneath `write_paths`,
     nothing else on the filesystem; deny TCP bind/connect (ABI 4+) and signals or abstract
-    unix sockets towards processes outside this domain (ABI 6+). Needs no_new_privs."""
+    unix sockets towards processes outside this domain (ABI 6+). Needs no_new_privs.
+    `reads=False`: a layer over one that governs reading already; this one limits the rest."""
     handled_fs = _FS_ALL_ABI1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     handled_fs |= _FS_IOCTL_DEV if abi >= 5 else 0
+    if not reads:
+        handled_fs &= ~(_FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR)
     fields = [handled_fs]
     if abi >= 4:
         fields.append(_NET_BIND_TCP | _NET_CONNECT_TCP)

@@ -134,10 +134,19 @@ def verdict(out: bytes, err: bytes, status_buf: bytes, killed: str | None, wstat
     return result("ok" if code == 0 else "error", exit_code=code, detail=last if code else "", **common)
 
 
-def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = True) -> int:
+def main_module(path: str) -> types.ModuleType:
+    """A fresh `__main__` for the program at `path`."""
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__builtins__ = builtins
+    return module
+
+
+def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = True, module=None) -> int:
     """Run the program as `python main.py` would, inside this forked interpreter: the file at
     `path`, or `program` (compiled already) under that name; `import_dir`: with its directory
-    first on the import path, as `python main.py` has it."""
+    first on the import path, as `python main.py` has it; `module`: the `__main__` it runs in
+    (a fresh one by default)."""
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
@@ -149,9 +158,7 @@ def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = Tr
         gc.freeze()
     if import_dir:
         sys.path.insert(0, os.path.dirname(path))
-    module = types.ModuleType("__main__")
-    module.__file__ = path
-    module.__builtins__ = builtins
+    module = module or main_module(path)
     sys.modules["__main__"] = module
     code = 0
     try:
