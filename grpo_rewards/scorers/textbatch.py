@@ -14,11 +14,19 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-import numpy as np
 import regex
 from cachetools import LRUCache
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _numpy():
+    # Imported on the first batch, not with the module: a run that scores only code or math
+    # never needs numpy, whose import is a large share of the command line's start-up.
+    import numpy
+
+    return numpy
 
 # Distinct tokens remembered across batches, per analysis: a batch's vocabulary, numbers aside, recurs.
 TOKENS_CACHED = 1 << 16
@@ -89,6 +97,7 @@ def _chunks(texts: Sequence[str]) -> Iterator[list[str]]:
 
 def _code_points(texts: list[str], sep: str):
     """The texts joined by `sep`, `sep` after the last too, as a uint32 array of code points."""
+    np = _numpy()
     joined = sep.join(texts) + sep
     return np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
@@ -96,6 +105,7 @@ def _code_points(texts: list[str], sep: str):
 def _span_hashes(codes, starts, ends):
     """Polynomial hash modulo 2**64 of each span `codes[start:end]`, the same wherever it sits (two
     different spans share `_HASH_BITS` high bits with odds of about 2**-44)."""
+    np = _numpy()
     powers, inverse = _powers(len(codes) + 1)
     prefix = np.zeros(len(codes) + 1, dtype=np.uint64)
     np.cumsum(codes.astype(np.uint64) * powers[: len(codes)], out=prefix[1:])
@@ -109,6 +119,7 @@ def _span_hashes(codes, starts, ends):
 
 def _keys(hashes, text_of, low_bit=None):
     """64-bit sort keys: the text's index above the hash's high bits (the lowest bit `low_bit` if given)."""
+    np = _numpy()
     keys = (hashes >> np.uint64(64 - _HASH_BITS)) | (text_of.astype(np.uint64) << np.uint64(_HASH_BITS))
     if low_bit is not None:
         keys = (keys & ~np.uint64(1)) | low_bit.astype(np.uint64)
@@ -117,6 +128,7 @@ def _keys(hashes, text_of, low_bit=None):
 
 def _distinct(keys):
     """The distinct keys, sorted (`np.unique` would hash them, slower on these keys)."""
+    np = _numpy()
     keys = np.sort(keys)
     return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys
 
@@ -126,6 +138,7 @@ _POWERS: list = []
 
 def _powers(n: int):
     """(BASE**i, BASE**-i) modulo 2**64 for i < n, grown on demand and kept (numpy wraps uint64 products)."""
+    np = _numpy()
     if not _POWERS or len(_POWERS[0]) < n:
         size = max(n, 1 << 16)
         base = np.full(size, _BASE, dtype=np.uint64)
@@ -138,6 +151,7 @@ def _powers(n: int):
 
 def containing(texts: Sequence[str], table) -> list[bool]:
     """Whether each text holds a character marked in `table` (a boolean table over code points)."""
+    np = _numpy()
     out: list[bool] = []
     for chunk in _chunks(texts):
         codes = _code_points(chunk, " ")
@@ -151,6 +165,7 @@ def repeated_runs(token_lists: Sequence[Sequence[str]], unit_table: dict[str, st
     """(units, repeated runs) of each text, given as its tokens and `unit_table` (a token's units joined by
     `UNIT_SEP`): a run is the `run_chars` characters from a unit's start, whitespace left out, repeated
     when the same characters ran from an earlier unit of the same text (compared by `_span_hashes`)."""
+    np = _numpy()
     out: list[tuple[int, int]] = []
     end_of_text = (STREAM_SEP,)
     for start in range(0, len(token_lists), _RUN_TEXTS):
@@ -181,6 +196,7 @@ def repeated_runs(token_lists: Sequence[Sequence[str]], unit_table: dict[str, st
 
 def distinct_ngrams(word_hashes: Sequence[bytes], n: int) -> list[tuple[int, int]]:
     """(n-grams, distinct n-grams) of each text, given as its words' 64-bit hashes (8 bytes a word)."""
+    np = _numpy()
     out: list[tuple[int, int]] = []
     for start in range(0, len(word_hashes), _CHUNK_TEXTS // 8):
         chunk = word_hashes[start : start + _CHUNK_TEXTS // 8]
@@ -199,6 +215,7 @@ def script_counts(texts: Sequence[str], letter, unspaced, target) -> list[tuple[
     """(letters, letters in the target's scripts, distinct words, distinct words wholly in them) of each
     text. `letter`, `unspaced`, `target`: boolean tables over code points. A word is a run of letters,
     or one character of a script written without spaces (`unspaced`); words are told apart by hash."""
+    np = _numpy()
     out: list[tuple[int, int, int, int]] = []
     for chunk in _chunks(texts):
         codes = _code_points(chunk, "\x00")
@@ -227,6 +244,7 @@ def script_counts(texts: Sequence[str], letter, unspaced, target) -> list[tuple[
 @functools.cache
 def char_table(pattern: str):
     """A boolean table over all code points: True where `pattern` (a `regex` class) matches the character."""
+    np = _numpy()
     table = np.zeros(0x110000, dtype=bool)
     matched = "".join(regex.findall(pattern, _all_characters()))
     table[np.frombuffer(matched.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)] = True
