@@ -33,6 +33,7 @@ import os
 import select
 import shutil
 import signal
+import _signal
 import socket
 import sys
 import tempfile
@@ -364,21 +365,22 @@ class Executor:
             return {"pid": 0, "error": str(exc)}
 
     def _prepared(self, source: str) -> tuple:
-        """A peer's code as (its `__main__`, the code each peer runs): the statements before the
-        last run here once, in the module every peer starts from (base.Job: they only define),
-        and the last compiled. Definitions that fail here run whole in each peer, which reports it."""
+        """A peer's code as (the code each peer runs, its `__main__`, its standard streams): the
+        statements before the last run here once, in the module every peer starts from (base.Job:
+        they only define), and the last compiled; the streams are made here once too. Definitions
+        that fail here run whole in each peer (module None), which reports it."""
         found = self.prepared.get(source)
         if found is None:
             if len(self.prepared) >= SEED_COMPILED_KEEP:
                 self.prepared.clear()
             path = os.path.join(self.rundir, "peer.py")
-            module = runner.main_module(path)
+            module, streams = runner.main_module(path), runner.standard_streams()
             try:
                 *definitions, start = ast.parse(source).body
                 exec(compile(ast.Module(definitions, []), path, "exec", dont_inherit=True), module.__dict__)
-                found = (module, compile(ast.Module([start], []), path, "exec", dont_inherit=True))
+                found = (compile(ast.Module([start], []), path, "exec", dont_inherit=True), module, streams)
             except Exception:  # noqa: BLE001 - the peer's own run reports it
-                found = (None, self._compiled(source))
+                found = (self._compiled(source), None, streams)
             self.prepared[source] = found
         return found
 
@@ -391,9 +393,9 @@ class Executor:
             return
         if pid == 0:
             try:  # its output goes nowhere: holding the run's pipes, it would keep the run waiting for its death
-                module, code = prepared
+                code, module, streams = prepared
                 self._child(peer["dir"], {0: None, 1: None, 2: None, PEER_FD: fds[0]}, fds[3], limits, False,
-                            pidns_error, code, os.path.join(self.rundir, "peer.py"), module=module)
+                            pidns_error, code, os.path.join(self.rundir, "peer.py"), module=module, streams=streams)
             finally:
                 os._exit(127)
         peer["pid"] = pid
@@ -557,12 +559,12 @@ class Executor:
         return pid, error
 
     def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
-               path: str, serve: bool = False, module=None) -> None:
+               path: str, serve: bool = False, module=None, streams: tuple = ()) -> None:
         """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
         `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
-        `program` (compiled; None: the file at `path`) as `python path` would run it (in `module`,
-        a peer's prepared `__main__`, when given), once or (`serve`, the tests' process) for each
-        run its worker sends."""
+        `program` (compiled; None: the file at `path`) as `python path` would run it (a peer's in
+        the `module` and with the `streams` the seed prepared), once or (`serve`, the tests'
+        process) for each run its worker sends."""
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
@@ -585,13 +587,13 @@ class Executor:
         os.write(status_w, b"ready\n")
         os.close(status_w)
         os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else
-                 runner.run_main(path, program, module=module))
+                 runner.run_main(path, program, module=module, streams=streams))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
-        for sig in _RESET_SIGNALS:
-            if signal.getsignal(sig) is not signal.SIG_DFL:
-                signal.signal(sig, signal.SIG_DFL)
+        for sig in _RESET_SIGNALS:  # by _signal: signal's enum wrappers would copy pages of the seed
+            if _signal.getsignal(sig) != _signal.SIG_DFL:
+                _signal.signal(sig, _signal.SIG_DFL)
         os.chdir(workdir)
         os.umask(0o077)
         steps = [("rlimits", lambda: layers.set_rlimits(limits["rlimits"]))]

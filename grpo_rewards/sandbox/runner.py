@@ -142,15 +142,21 @@ def main_module(path: str) -> types.ModuleType:
     return module
 
 
-def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = True, module=None) -> int:
+def standard_streams() -> tuple:
+    """sys.stdin, sys.stdout and sys.stderr on descriptors 0, 1 and 2, as `python main.py` has them."""
+    return (io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape"),
+            io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape"),
+            io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                             line_buffering=True))
+
+
+def run_main(path: str, program=None, freeze: bool = True, import_dir: bool = True, module=None,
+             streams: tuple = ()) -> int:
     """Run the program as `python main.py` would, inside this forked interpreter: the file at
     `path`, or `program` (compiled already) under that name; `import_dir`: with its directory
     first on the import path, as `python main.py` has it; `module`: the `__main__` it runs in
-    (a fresh one by default)."""
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="surrogateescape")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="surrogateescape")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                  line_buffering=True)
+    (a fresh one by default); `streams`: its `standard_streams()`, made ahead (fresh by default)."""
+    sys.stdin, sys.stdout, sys.stderr = streams or standard_streams()
     sys.argv = [path]
     # What the program inherits from its worker is not its garbage: a collection that walked it
     # would copy (copy-on-write) every page it touches.
