@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+from types import SimpleNamespace
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from cachetools import LRUCache
-from jsonschema import exceptions as js_exceptions
-from jsonschema import validators
-from referencing.exceptions import Unresolvable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from grpo_rewards.extract import after_think, fenced_code, tag_block
 from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import completion_text, reference_of
+
+
+@functools.cache
+def _jsonschema() -> SimpleNamespace:
+    # Imported on first use, not with the module: the registry imports every built-in scorer,
+    # and a run that validates no JSON never needs jsonschema.
+    from jsonschema import exceptions, validators
+    from referencing.exceptions import Unresolvable
+
+    return SimpleNamespace(exceptions=exceptions, validators=validators, Unresolvable=Unresolvable)
 
 
 def fenced_json_blocks(text: str) -> list[str]:
@@ -27,8 +36,8 @@ def fenced_json_blocks(text: str) -> list[str]:
 def _validator_class(schema: Any) -> Any:
     """The jsonschema validator class for `schema` (its `$schema`, else the newest draft); raises SchemaError."""
     if not isinstance(schema, (Mapping, bool)):
-        raise js_exceptions.SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}")
-    cls = validators.validator_for(schema)
+        raise _jsonschema().exceptions.SchemaError(f"a schema must be an object or a boolean, got {type(schema).__name__}")
+    cls = _jsonschema().validators.validator_for(schema)
     cls.check_schema(schema)
     return cls
 
@@ -56,7 +65,7 @@ class JsonSchemaParams(BaseModel):
         if schema is not None:
             try:
                 _validator_class(schema)
-            except js_exceptions.SchemaError as exc:
+            except _jsonschema().exceptions.SchemaError as exc:
                 raise ValueError(f"invalid JSON Schema: {exc.message}") from None
         return schema
 
@@ -92,7 +101,7 @@ class JsonSchema(Scorer):
             try:
                 return json.loads(value), "reference"
             except (ValueError, RecursionError):
-                raise js_exceptions.SchemaError(f"reference {self.params.schema_field!r} is not JSON") from None
+                raise _jsonschema().exceptions.SchemaError(f"reference {self.params.schema_field!r} is not JSON") from None
         return value, "reference"
 
     def _candidate(self, text: str) -> tuple[str | None, str]:
@@ -124,7 +133,7 @@ class JsonSchema(Scorer):
             if schema is None:
                 return Score.unscorable(f"no schema: set params.json_schema or reference[{self.params.schema_field!r}]")
             validator = self._validator(schema)
-        except js_exceptions.SchemaError as exc:
+        except _jsonschema().exceptions.SchemaError as exc:
             return Score.unscorable(f"invalid JSON Schema: {exc.message}")
         candidate, where = self._candidate(completion_text(sample))
         info: dict[str, Any] = {"source": where, "schema_from": schema_from}
@@ -138,10 +147,10 @@ class JsonSchema(Scorer):
             errors = list(itertools.islice(validator.iter_errors(document), 20))
         except RecursionError:
             return Score.unscorable("document too deeply nested to validate", **info)
-        except Unresolvable as exc:  # a `$ref` to nowhere: the schema's fault, not the completion's
+        except _jsonschema().Unresolvable as exc:  # a `$ref` to nowhere: the schema's fault, not the completion's
             return Score.unscorable(f"invalid JSON Schema: unresolvable reference: {exc}"[:300], **info)
         if errors:
-            best = js_exceptions.best_match(errors)
+            best = _jsonschema().exceptions.best_match(errors)
             where_in = "/".join(str(p) for p in best.absolute_path) or "(root)"
             return Score(self.params.invalid_credit,
                          {**info, "problem": f"schema violation at {where_in}: {best.message[:300]}",
