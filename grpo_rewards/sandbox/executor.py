@@ -347,12 +347,13 @@ class Executor:
                     self._fork_peer(peer, prepared, limits)
             for peer in peers:
                 fds = peer.pop("fds", [])
-                socket.send_fds(sock, [json.dumps(peer).encode()], [fds[1], fds[2]] if peer.get("pid") else [])
+                socket.send_fds(sock, [json.dumps(peer).encode()], [fds[1], fds[2], fds[4]] if peer.get("pid") else [])
                 for fd in fds:
                     os.close(fd)
 
     def _peer_parts(self, number: int) -> dict:
-        """A peer's directory, channel ends and status pipe (r, w), or why they could not be made."""
+        """A peer's directory, channel ends and status pipe (r, w), or why they could not be made
+        (its pidfd is added when it is forked)."""
         fds: list[int] = []
         try:
             workdir = os.path.join(self.runs, f"peer-{number}")
@@ -398,7 +399,13 @@ class Executor:
                             pidns_error, code, os.path.join(self.rundir, "peer.py"), module=module, streams=streams)
             finally:
                 os._exit(127)
-        peer["pid"] = pid
+        # The worker ends it by this pidfd, not by its pid: the seed reaps a peer as soon as it ends,
+        # after which its pid may name another process.
+        try:
+            peer["fds"].append(os.pidfd_open(pid))
+            peer["pid"] = pid
+        except OSError as exc:  # it has ended and been reaped already
+            peer.update(pid=0, error=f"the program's process ended at once: {exc}")
 
     def _restrict_seed(self) -> None:
         """The seed's own Landlock layer: read the system and Python paths, write only below the
@@ -452,7 +459,7 @@ class Executor:
 
     def _receive_peer(self) -> int:
         try:
-            message, fds, _, _ = socket.recv_fds(self.seed, 1 << 16, 2)
+            message, fds, _, _ = socket.recv_fds(self.seed, 1 << 16, 3)
         except OSError:
             message = b""
         if not message:
@@ -460,7 +467,7 @@ class Executor:
         answer = json.loads(message)
         if not answer["pid"]:
             raise OSError(errno.EAGAIN, f"no process for the program: {answer['error']}")
-        self.peer = {"pid": answer["pid"], "dir": answer["dir"]}
+        self.peer = {"pid": answer["pid"], "dir": answer["dir"], "pidfd": fds[2]}
         try:
             status = os.read(fds[1], 4096).decode(errors="replace")  # at once for a peer made ahead
         finally:
@@ -720,9 +727,10 @@ class Executor:
         if peer is None:
             return
         try:
-            os.kill(peer["pid"], signal.SIGKILL)
+            signal.pidfd_send_signal(peer["pidfd"], signal.SIGKILL)
         except OSError:
             pass
+        os.close(peer["pidfd"])
         if os.path.lexists(peer["dir"]):  # not taken by a run
             shutil.rmtree(peer["dir"], ignore_errors=True)
 

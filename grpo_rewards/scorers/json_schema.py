@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-from types import SimpleNamespace
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from cachetools import LRUCache
