@@ -82,11 +82,11 @@ class Executor:
         self.asked = ""  # the kind of peer (its code and limits) last asked of the seed
         self.ahead = 0  # how many of those the seed made and this worker has not taken yet
         self.reads_restricted = False  # in the seed: its own Landlock layer governs what peers read
-        self.peer: dict | None = None  # the running job's peer: pid, status fd
+        self.peer: dict | None = None  # the running job's peer: pid, pidfd, directory
         self.tests: dict | None = None  # the long-lived process that runs jobs with a peer (runner.serve_runs)
         self.watched: tuple[set, list] | None = None  # what its runs could change (runner.watched_dicts)
         self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
-        self.prepared: dict[str, tuple] = {}  # in the seed: peer source -> (module, code), see _prepared
+        self.prepared: dict[str, tuple] = {}  # in the seed: peer source -> (code, module, streams), see _prepared
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
