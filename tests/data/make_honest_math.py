@@ -33,15 +33,26 @@ def _thousands(n: int, rng: random.Random) -> str:
                        if False else plain.replace(",", ",\\!")])
 
 
-def gsm8k_style(rng: random.Random, count: int) -> list[dict]:
+def _cycled(source: str, count: int, styles) -> list[dict]:
+    """`count` rows of `source`: row k is the (k mod n)-th of the n (completion, gold) pairs that
+    `styles(k)` draws for it."""
     rows = []
-    units = ["apples", "cm", "dollars", "minutes", "km", "students", "pages"]
     for k in range(count):
+        drawn = styles(k)
+        completion, gold = drawn[k % len(drawn)]
+        rows.append({"source": source, "gold": gold, "completion": completion})
+    return rows
+
+
+def gsm8k_style(rng: random.Random, count: int) -> list[dict]:
+    units = ["apples", "cm", "dollars", "minutes", "km", "students", "pages"]
+
+    def styles(k: int) -> list[tuple[str, str]]:
         n = rng.choice([rng.randint(2, 99), rng.randint(100, 999), rng.randint(1000, 999_999)])
         unit = rng.choice(units)
         num = _thousands(n, rng)
         other = n + rng.randint(1, 9)
-        styles = [
+        return [
             (f"So the total is \\boxed{{{num}}}.", str(n)),
             (f"The answer is {num} {unit}.", str(n)),
             (f"\\boxed{{{num}\\,\\text{{{unit}}}}}", str(n)),
@@ -59,22 +70,19 @@ def gsm8k_style(rng: random.Random, count: int) -> list[dict]:
             (f"<think>{n} - 1 = {n - 1}, so {n}</think>\n<answer>{num}</answer>", str(n)),
             (f"Final Answer: The final answer is ${num}$. I hope it is correct.", str(n)),
         ]
-        completion, gold = styles[k % len(styles)]
-        rows.append({"source": "gsm8k_style", "gold": gold, "completion": completion})
-    return rows
+    return _cycled("gsm8k_style", count, styles)
 
 
 def remarks(rng: random.Random, count: int) -> list[dict]:
     """Answers with more than the value in them: a justification that holds a condition, an exact
     chain of working, the value and its rounding, a name given the value, spaces between thousands."""
-    rows = []
-    for k in range(count):
+    def styles(k: int) -> list[tuple[str, str]]:
         a, b = rng.randint(2, 60), rng.randint(2, 40)
         n, m = a + b, a * b
         p, q = rng.randint(1, 99), rng.choice((3, 6, 7, 9, 11, 13))
         r = rng.choice((2, 3, 5, 6, 7))
         big = rng.randint(1000, 999_999)
-        styles = [
+        return [
             (f"The answer is {n}, because if you add {a} and {b} you get {n}.", str(n)),
             (f"The answer is {m}, since if each box holds {a} then {b} boxes hold {m}.", str(m)),
             (f"<answer>{m} apples, when each box holds {a}</answer>", str(m)),
@@ -93,9 +101,7 @@ def remarks(rng: random.Random, count: int) -> list[dict]:
             (f"The answer is {n}, which is {b} more than {a}.", str(n)),
             (f"<answer>{n}</answer> (I checked: {n} - {b} = {a}, so it holds if nothing else changes)", str(n)),
         ]
-        completion, gold = styles[k % len(styles)]
-        rows.append({"source": "remarks", "gold": gold, "completion": completion})
-    return rows
+    return _cycled("remarks", count, styles)
 
 
 def cases(rng: random.Random, count: int) -> list[dict]:
@@ -105,12 +111,11 @@ def cases(rng: random.Random, count: int) -> list[dict]:
     or names something else ("(see step 3)", "(2.5 hours)"); the value again in another unit ("3 hours,
     or 180 minutes"); a sentence after the answer that names other numbers; compound units, a
     modulus, a reason after the box, answer phrases in other languages, a mixed number."""
-    rows = []
-    for k in range(count):
+    def styles(k: int) -> list[tuple[str, str]]:
         a, b = rng.randint(2, 30), rng.randint(2, 12)
         m, n = a * b, rng.randint(2, 9)
         half = rng.choice((1, 3, 5, 7, 9))
-        styles = [
+        return [
             (f"The answer is {m} ({a} for each of the {b} children).", str(m)),
             (f"The answer is {m}, with {a} in each of the {b} bags.", str(m)),
             (f"The answer is {m} apples, counting {a} in each of {b} crates.", str(m)),
@@ -154,20 +159,17 @@ def cases(rng: random.Random, count: int) -> list[dict]:
             (f"The answer is {n} (we discard -{a} because lengths are positive).", str(n)),
             (f"The answer is {spelled_number(a)} apples.", str(a)),
         ]
-        completion, gold = styles[k % len(styles)]
-        rows.append({"source": "cases", "gold": gold, "completion": completion})
-    return rows
+    return _cycled("cases", count, styles)
 
 
 def choices(rng: random.Random, count: int) -> list[dict]:
-    rows = []
-    for k in range(count):
+    def styles(k: int) -> list[tuple[str, str]]:
         letter = "ABCDE"[k % 5]
         value = rng.randint(1, 99)
-        styles = [f"The answer is {letter}) {value}.", f"The answer is ({letter}) {value}.", f"\\boxed{{{letter}}}",
-                  f"<answer>{letter}. {value}</answer>", f"**Answer:** {letter}", f"\\boxed{{\\text{{({letter})}}}}"]
-        rows.append({"source": "choice", "gold": letter, "completion": styles[k % len(styles)]})
-    return rows
+        return [(answer, letter) for answer in (
+            f"The answer is {letter}) {value}.", f"The answer is ({letter}) {value}.", f"\\boxed{{{letter}}}",
+            f"<answer>{letter}. {value}</answer>", f"**Answer:** {letter}", f"\\boxed{{\\text{{({letter})}}}}")]
+    return _cycled("choice", count, styles)
 
 
 def champ(rng: random.Random) -> list[dict]:
