@@ -225,16 +225,19 @@ def test_the_tests_process_reads_namespaces_version_tags_where_the_interpreter_k
     CPython 3.11 and 3.12 (elsewhere it compares copies): every change renews a tag."""
     from grpo_rewards.sandbox import runner
 
-    read = runner._version_tags()
+    namespaces = [{"x": 1}, dict(vars(runner)), {}]  # far apart in memory and near each other
+    read = runner._version_tags(namespaces)
     if sys.implementation.name == "cpython" and sys.version_info[:2] in ((3, 11), (3, 12)):
         assert read is not None
     if read is not None:
-        namespace = {"x": 1}
-        before = read([namespace])
-        namespace["x"] = 2
-        changed = read([namespace])
-        del namespace["x"]
-        assert before != changed != read([namespace])
+        before = read()
+        assert read() == before  # reading changes nothing
+        namespaces[0]["x"] = 2
+        changed = read()
+        namespaces[2]["y"] = 1
+        last = read()
+        assert [a != b for a, b in zip(before, changed)] == [True, False, False]
+        assert [a != b for a, b in zip(changed, last)] == [False, False, True]
 
 
 def test_inherited_objects_are_frozen_but_the_programs_garbage_is_collected(sandbox):

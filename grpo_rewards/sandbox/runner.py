@@ -13,9 +13,11 @@ import fcntl
 import _thread
 import gc
 import io
+import operator
 import os
 import random
 import signal
+import _signal
 import socket
 import sys
 import time
@@ -240,27 +242,40 @@ def watched_dicts(modules: dict) -> list[dict]:
     return list(found.values())
 
 
-def _version_tags():
-    """A reader of dicts' version tags, or None. CPython 3.11 and 3.12 keep in each dict's header
-    a tag that every change of the dict renews (PEP 509): reading it, unlike comparing the dict
-    with a copy, writes nothing, so a fresh tests' process copies no page of its parent's to
-    check ~850 namespaces (0.1 ms instead of 0.6). Checked here on a probe dict; elsewhere (or
-    a build whose header differs) the namespaces are compared in full with copies."""
+def _version_tags(dicts: list[dict]):
+    """A reader of these dicts' version tags, all at once, or None. CPython 3.11 and 3.12 keep in
+    each dict's header a tag that every change of the dict renews (PEP 509): reading it, unlike
+    comparing the dict with a copy, writes nothing, so a fresh tests' process copies no page of
+    its parent's to check ~850 namespaces. The tags are read through one memoryview over the span
+    of the headers by one itemgetter call, not through a ctypes object made for each dict.
+    Checked here on a probe dict; elsewhere (or a build whose header differs) the namespaces are
+    compared in full with copies."""
     if sys.implementation.name != "cpython" or sys.version_info[:2] not in ((3, 11), (3, 12)) or \
-            hasattr(sys, "getobjects"):  # a Py_TRACE_REFS build: a longer object header
+            hasattr(sys, "getobjects") or not dicts:  # getobjects: a Py_TRACE_REFS build, a longer header
         return None
     try:
         import ctypes  # optional: a Python built without it compares copies instead
 
-        read = ctypes.c_uint64.from_address
         probe = {0: 0}
-        tag = read(id(probe) + 24).value  # after the reference count, the type and the item count
+        tags = [id(d) + 24 for d in (*dicts, probe)]  # after the reference count, the type and the item count
+        low = min(tags)
+        span = (ctypes.c_char * (max(tags) + 8 - low)).from_address(low)
+        read = operator.itemgetter(*((tag - low) // 8 for tag in tags))
+        view = memoryview(span).cast("B").cast("Q")
+        before = read(view)[-1]
         probe[0] = 1
-        if read(id(probe) + 24).value == tag:
+        if read(view)[-1] == before:
             return None
-    except (ImportError, OSError, ValueError):
+    except (ImportError, OSError, ValueError, TypeError):
         return None
-    return lambda dicts: [read(id(d) + 24).value for d in dicts]
+    # `probe` stays alive with the reader: its tag is read (and ignored) with the others
+    return lambda: (read(view), probe)[0][:-1]
+
+
+def _raw_environ() -> dict:
+    """os.environ's own dict (bytes to bytes): compared without decoding every entry."""
+    raw = getattr(os.environ, "_data", None)
+    return raw if type(raw) is dict else dict(os.environ)
 
 
 class Baseline:
@@ -275,19 +290,20 @@ class Baseline:
         dicts = dicts + watched_dicts({n: m for n, m in self.modules.items() if n not in names})
         # Changed by every run and put back by restore(): compared in full with a copy.
         self.copied = [(d, dict(d)) for d in (sys.__dict__, globals())]
-        self.read = _version_tags()
         self.tagged = [d for d in dicts if d is not sys.__dict__ and d is not globals()]
+        self.read = _version_tags(self.tagged)
         if self.read is None:
             self.copied += [(d, dict(d)) for d in self.tagged]
             self.tagged = []
-        self.tags = self.read(self.tagged) if self.tagged else []
+        self.tags = self.read() if self.tagged else ()
         self.streams = (sys.stdin, sys.stdout, sys.stderr, sys.argv, sys.path[:])
-        self.environ = dict(os.environ)
+        self.environ = dict(_raw_environ())
         self.filters = warnings.filters[:]
         self.cwd = os.getcwd()
         self.knobs = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval(),
                       gc.isenabled(), gc.get_threshold())
-        self.signals = {s: signal.getsignal(s) for s in signal.valid_signals()
+        # _signal: signal's enum wrappers cost more than the rest of restore()
+        self.signals = {s: _signal.getsignal(s) for s in _signal.valid_signals()
                         if s not in (signal.SIGKILL, signal.SIGSTOP)}
         self.threads = _thread._count
 
@@ -299,8 +315,8 @@ class Baseline:
         sys.modules.update(self.modules)  # __main__ and any the run removed
         signal.setitimer(signal.ITIMER_REAL, 0)
         for signum, handler in self.signals.items():
-            if signal.getsignal(signum) is not handler:
-                signal.signal(signum, handler)
+            if _signal.getsignal(signum) is not handler:
+                _signal.signal(signum, handler)
         limit, digits, interval, enabled, threshold = self.knobs
         sys.setrecursionlimit(limit)
         sys.set_int_max_str_digits(digits)
@@ -313,8 +329,8 @@ class Baseline:
             if "__warningregistry__" in now and "__warningregistry__" not in then:
                 del now["__warningregistry__"]
         try:  # the rest cannot be put back faithfully: changed, this process ends
-            return self.threads() == 0 and os.environ == self.environ and warnings.filters == self.filters and \
-                all(now == then for now, then in self.copied) and (not self.tagged or self.read(self.tagged) == self.tags)
+            return self.threads() == 0 and _raw_environ() == self.environ and warnings.filters == self.filters and \
+                all(now == then for now, then in self.copied) and (not self.tagged or self.read() == self.tags)
         except Exception:  # noqa: BLE001 - a value whose == raises counts as changed
             return False
 
