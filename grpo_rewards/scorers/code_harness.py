@@ -29,11 +29,24 @@ from grpo_rewards.sandbox.base import Job, Limits
 from grpo_rewards.scorers.code_wire import REPORT_PREFIX, encode, frame
 
 
+@dataclass(frozen=True, eq=False)  # compared by identity: a cache key for what is read from it
+class StatementFacts:
+    """What a job needs of a test's text, read from its syntax tree in one walk: whether it
+    parses as one statement, the names it reads, and each call it makes (`_call_summary`), in order."""
+
+    parses: bool
+    single: bool
+    loads: frozenset[str]
+    calls: tuple[tuple, ...]
+
+
 @dataclass
 class TestItem:
     kind: str  # "setup" (runs, no verdict) | "test"
     src: str
     label: str = ""
+    # Read from the tree its suite was split from (split_check), so the text is not parsed again.
+    facts: StatementFacts | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -133,7 +146,7 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
         if kinds & {ast.Return, ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await}:
             return whole
         src = _source_of(stmt, lines)
-        items.append(TestItem("test" if ast.Assert in kinds else "setup", src, _label(src)))
+        items.append(TestItem("test" if ast.Assert in kinds else "setup", src, _label(src), _facts(stmt, True)))
     if not any(i.kind == "test" for i in items):
         return whole
     # The module without `check` is the setup (imports, constants); the body becomes our function.
@@ -208,10 +221,43 @@ def _tests_source(suite: AssertSuite) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _facts(tree: ast.AST, single: bool) -> StatementFacts:
+    loads, calls = set(), []
+    for node in _walk(tree):
+        if type(node) is ast.Name and type(node.ctx) is ast.Load:
+            loads.add(node.id)
+        elif type(node) is ast.Call:
+            calls.append(_call_summary(node))
+    return StatementFacts(True, single, frozenset(loads), tuple(calls))
+
+
+@functools.lru_cache(maxsize=4096)  # a group's completions share their reference
+def _statement_facts(src: str) -> StatementFacts:
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return StatementFacts(False, False, frozenset(), ())
+    return _facts(tree, len(tree.body) == 1)
+
+
+def _item_facts(item: TestItem) -> StatementFacts:
+    return item.facts or _statement_facts(item.src)
+
+
+def _names_wanted(suite: AssertSuite, tests: str) -> tuple[str, ...]:
+    """The global names the tests (`tests`, `_tests_source(suite)`) and the setup read that are
+    not builtins: the program may define them. From the items' facts when every item parses:
+    `tests` holds nothing else but `_grpo_case`."""
+    facts = [_item_facts(i) for i in suite.items]
+    if not all(f.parses for f in facts):
+        return _names_read((tests, suite.setup))
+    loads = frozenset().union(*(f.loads for f in facts))
+    return _names_read((suite.setup,), loads | ({"_grpo_case"} if suite.tests else set()))
+
+
 @functools.lru_cache(maxsize=1024)  # a group's completions share their reference
-def _names_read(*sources: str) -> tuple[str, ...]:
-    """The global names the reference's code reads that are not builtins: the program may define them."""
-    names: set[str] = set()
+def _names_read(sources: tuple[str, ...], loads: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    names = set(loads)
     for source in sources:
         try:
             tree = ast.parse(source)
@@ -243,58 +289,69 @@ def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
     the setup statements between tests call nothing. Empty otherwise (the tests then ask as they go)."""
     if suite.pytest_module:
         return ()
-    return _calls_ahead(tuple((i.kind, i.src) for i in suite.items), suite.param, suite.entry_point,
+    return _calls_ahead(tuple((i.kind, _item_facts(i)) for i in suite.items), suite.param, suite.entry_point,
                         _reference_bound(suite.setup + "\n" + helpers))
 
 
 @functools.lru_cache(maxsize=1024)  # a group's completions share their reference
 def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]) -> tuple:
     calls = []
-    for kind, src in items:
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+    for kind, facts in items:
+        if not facts.parses:
             return ()
         if kind == "setup":
-            if any(type(n) is ast.Call for n in _walk(tree)):
+            if facts.calls:
                 return ()
             continue
-        if len(tree.body) != 1:
+        if not facts.single:
             return ()
-        call = _the_program_call(tree, param, entry_point, reference)
+        call = _the_program_call(facts.calls, param, entry_point, reference)
         if call is None:
             return ()
         calls.append(call)
     return tuple(calls)
 
 
-def _the_program_call(tree: ast.Module, param: str | None, entry_point: str | None, reference: frozenset[str]
+def _call_summary(node: ast.Call) -> tuple:
+    """A call as `_the_program_call` weighs it, without the reference (one walk serves every
+    reference): ("grpo_call", its call or None), ("attribute", the Name it is taken from or None),
+    ("name", the function's name, (args, kwargs) or None when they are not all literals), ("other",)."""
+    func = node.func
+    if type(func) is ast.Name and func.id == "_grpo_call" and len(node.args) >= 2:  # call-based tests
+        try:
+            return ("grpo_call", (ast.literal_eval(node.args[0]), list(ast.literal_eval(node.args[1])), {}))
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            return ("grpo_call", None)
+    if type(func) is ast.Attribute:
+        return ("attribute", func.value.id if type(func.value) is ast.Name else None)
+    if type(func) is not ast.Name:
+        return ("other",)
+    try:
+        args = [ast.literal_eval(a) for a in node.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        return ("name", func.id, None)
+    return ("name", func.id, None if len(kwargs) != len(node.keywords) else (args, kwargs))
+
+
+def _the_program_call(calls: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]
                       ) -> tuple | None:
     found = None
-    for node in _walk(tree):
-        if type(node) is not ast.Call:
+    for summary in calls:
+        if summary[0] == "grpo_call":
+            return summary[1]
+        if summary[0] == "attribute":
+            if summary[1] is None or summary[1] in reference:
+                continue  # a method of a value, or a function of a module the reference imports
+            return None
+        if summary[0] == "other":
+            return None
+        _, name, literal = summary
+        if name in _BUILTIN_NAMES and name not in reference:
             continue
-        func = node.func
-        if type(func) is ast.Name and func.id == "_grpo_call" and len(node.args) >= 2:  # call-based tests
-            try:
-                return (ast.literal_eval(node.args[0]), list(ast.literal_eval(node.args[1])), {})
-            except (ValueError, TypeError, SyntaxError, RecursionError):
-                return None
-        if type(func) is ast.Name and func.id in _BUILTIN_NAMES and func.id not in reference:
-            continue
-        if type(func) is ast.Attribute and not (type(func.value) is ast.Name and func.value.id not in reference):
-            continue  # a method of a value, or a function of a module the reference imports
-        if type(func) is not ast.Name or found is not None or func.id in reference:
+        if found is not None or name in reference or literal is None:
             return None
-        try:
-            args = [ast.literal_eval(a) for a in node.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-        except (ValueError, TypeError, SyntaxError, RecursionError):
-            return None
-        if len(kwargs) != len(node.keywords) or any(type(a) is ast.Starred for a in node.args):
-            return None
-        name = entry_point if func.id == param else func.id
-        found = (name, args, kwargs)
+        found = (entry_point if name == param else name, *literal)
     return found
 
 
@@ -348,7 +405,7 @@ def assert_job(code: str, suite: AssertSuite, per_test_s: float, limits: Limits,
     program's process gets the program's text, the names the tests read and the calls made ahead
     as its first request (number 1), so the program's text never enters the tests' process."""
     tests = _tests_source(suite)
-    wanted = _names_read(tests, suite.setup)
+    wanted = _names_wanted(suite, tests)
     wanted = (*wanted, *suite.program_names, *([suite.entry_point] if suite.entry_point else []))
     ahead = list(calls_ahead(suite, helpers))
     load = encode([1, "load", per_test_s, code, "solution" if suite.pytest_module else "__main__", wanted, ahead])
@@ -360,7 +417,7 @@ def assert_job(code: str, suite: AssertSuite, per_test_s: float, limits: Limits,
 
 def clear_caches() -> None:
     """Forget every reference prepared so far (benchmarks measure the cold path with it)."""
-    for cached in (split_check, _names_read, reference_helpers, _calls_ahead, _reference_bound):
+    for cached in (split_check, _statement_facts, _names_read, reference_helpers, _calls_ahead, _reference_bound):
         cached.cache_clear()
 
 
