@@ -11,8 +11,10 @@ plain data stay here, in `_objects`, and cross as handle numbers.
 import linecache as _linecache
 import os as _os
 import pickle as _pickle
-import signal as _signal
-import socket as _socket
+# The C modules, not signal's and socket's wrappers: a fresh process's first use of their enum
+# conversions copies (copy-on-write) pages of its parent's.
+import _signal
+import _socket
 import sys as _sys
 import types as _types
 from collections import UserList as _UserList

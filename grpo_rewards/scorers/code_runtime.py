@@ -12,8 +12,10 @@ with the type named. The per-run data (program text, tests, limits) comes on std
 import builtins as _builtins
 import json as _jsonlib
 import os as _os
-import signal as _signal
-import socket as _socket
+# The C modules, not signal's and socket's wrappers: a fresh process's first use of their enum
+# conversions copies (copy-on-write) pages of its parent's.
+import _signal
+import _socket
 import sys as _sys
 import time as _time
 import traceback as _traceback
