@@ -80,6 +80,7 @@ class Executor:
         self.leftover = ""
         self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
         self.asked = ""  # the kind of peer (its code and limits) last asked of the seed
+        self.last_kind = ("", {}, "")  # (peer, limits, kind): jobs come in runs of one kind
         self.ahead = 0  # how many of those the seed made and this worker has not taken yet
         self.reads_restricted = False  # in the seed: its own Landlock layer governs what peers read
         self.peer: dict | None = None  # the running job's peer: pid, pidfd, directory
@@ -235,7 +236,7 @@ class Executor:
         limits = runner.parse_limits(job.get("limits") or {})
         pidns = "pid_namespace" in self.per_run or probe
         peer = job.get("peer") or ""
-        kind = json.dumps({"peer": peer, "limits": job.get("limits") or {}}) if peer else ""
+        kind = self._kind(peer, job.get("limits") or {}) if peer else ""
         channel: tuple = ()
         try:
             workdir = self.rundir
@@ -291,6 +292,15 @@ class Executor:
                 runner.close_quietly(fd)
             self.leftover = workdir  # removed by cleanup(), after the reply has gone out
 
+    def _kind(self, peer: str, limits: dict) -> str:
+        """A peer's code and limits as the seed's request, made once for a run of jobs of one kind:
+        escaping the code for each job cost more than comparing it with the last job's."""
+        last_peer, last_limits, kind = self.last_kind
+        if peer != last_peer or limits != last_limits:
+            kind = json.dumps({"peer": peer, "limits": limits})
+            self.last_kind = (peer, limits, kind)
+        return kind
+
     def _compiled(self, source: str):
         code = self.compiled.get(source)
         if code is None:
@@ -332,6 +342,12 @@ class Executor:
         # process limit (and so against the running program's). Reaped, its CPU time counts as
         # the seed's children's.
         signal.signal(signal.SIGCHLD, lambda signum, frame: self._reap())
+        # Every peer's output goes nowhere (holding the run's pipes, it would keep the run waiting
+        # for its death): /dev/null on 0-2 here, so that each inherits it.
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
+        os.close(null)
         self._restrict_seed()
         made = itertools.count()
         while message := sock.recv(1 << 20):
@@ -346,24 +362,31 @@ class Executor:
                 if "error" not in peer:
                     self._fork_peer(peer, prepared, limits)
             for peer in peers:
-                fds = peer.pop("fds", [])
+                fds, ruleset = peer.pop("fds", []), peer.pop("ruleset", None)
                 socket.send_fds(sock, [json.dumps(peer).encode()], [fds[1], fds[2], fds[4]] if peer.get("pid") else [])
-                for fd in fds:
+                for fd in [*fds, *([] if ruleset is None else [ruleset])]:
                     os.close(fd)
 
     def _peer_parts(self, number: int) -> dict:
         """A peer's directory, channel ends and status pipe (r, w), or why they could not be made
-        (its pidfd is added when it is forked)."""
+        (its pidfd is added when it is forked); and the Landlock layer it adds over the seed's,
+        made here rather than in each peer (a peer without it makes the layer itself)."""
         fds: list[int] = []
         try:
             workdir = os.path.join(self.runs, f"peer-{number}")
             self._make_dir(workdir)
             fds = [*(s.detach() for s in socket.socketpair()), *os.pipe()]
-            return {"dir": workdir, "fds": fds}
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
             return {"pid": 0, "error": str(exc)}
+        peer = {"dir": workdir, "fds": fds}
+        if self.reads_restricted:
+            try:
+                peer["ruleset"] = layers.landlock_ruleset([], [workdir, "/dev/null"], self.landlock_abi, reads=False)
+            except OSError:
+                pass
+        return peer
 
     def _prepared(self, source: str) -> tuple:
         """A peer's code as (the code each peer runs, its `__main__`, its standard streams): the
@@ -393,10 +416,11 @@ class Executor:
             peer.update(pid=0, error=str(exc))
             return
         if pid == 0:
-            try:  # its output goes nowhere: holding the run's pipes, it would keep the run waiting for its death
+            try:  # 0-2: the seed's /dev/null
                 code, module, streams = prepared
-                self._child(peer["dir"], {0: None, 1: None, 2: None, PEER_FD: fds[0]}, fds[3], limits, False,
-                            pidns_error, code, os.path.join(self.rundir, "peer.py"), module=module, streams=streams)
+                self._child(peer["dir"], {PEER_FD: fds[0]}, fds[3], limits, False, pidns_error, code,
+                            os.path.join(self.rundir, "peer.py"), module=module, streams=streams,
+                            ruleset=peer.get("ruleset"))
             finally:
                 os._exit(127)
         # The worker ends it by this pidfd, not by its pid: the seed reaps a peer as soon as it ends,
@@ -566,12 +590,12 @@ class Executor:
         return pid, error
 
     def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
-               path: str, serve: bool = False, module=None, streams: tuple = ()) -> None:
+               path: str, serve: bool = False, module=None, streams: tuple = (), ruleset: int | None = None) -> None:
         """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
         `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
         `program` (compiled; None: the file at `path`) as `python path` would run it (a peer's in
         the `module` and with the `streams` the seed prepared), once or (`serve`, the tests'
-        process) for each run its worker sends."""
+        process) for each run its worker sends. `ruleset`: its Landlock layer, made by the seed."""
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
@@ -584,8 +608,8 @@ class Executor:
         null = os.open(os.devnull, os.O_RDWR) if None in fds.values() else None
         for target, fd in fds.items():
             os.dup2(null if fd is None else fd, target)
-        zygote.close_fds_except({*fds, status_w})
-        if not self._isolate(workdir, limits, status_w, probe):
+        zygote.close_fds_except({*fds, status_w, *([] if ruleset is None else [ruleset])})
+        if not self._isolate(workdir, limits, status_w, probe, ruleset):
             os._exit(1)
         # The zygote died during the setup (its death signal may have come too early)? In a PID
         # namespace the parent reads as 0 either way; there the replacement's uid sweep acts.
@@ -596,7 +620,7 @@ class Executor:
         os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else
                  runner.run_main(path, program, module=module, streams=streams))
 
-    def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool) -> bool:
+    def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool, ruleset: int | None = None) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
         for sig in _RESET_SIGNALS:  # by _signal: signal's enum wrappers would copy pages of the seed
             if _signal.getsignal(sig) != _signal.SIG_DFL:
@@ -611,7 +635,8 @@ class Executor:
         steps += [
             ("pdeathsig", lambda: layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)),
             ("no_new_privs", lambda: layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)),
-            ("landlock", lambda: layers.landlock_restrict([] if self.reads_restricted else self.read_paths + runner.DEVICES,
+            ("landlock", (lambda: layers.landlock_enforce(ruleset)) if ruleset is not None else
+                         lambda: layers.landlock_restrict([] if self.reads_restricted else self.read_paths + runner.DEVICES,
                                                           [workdir, "/dev/null"], self.landlock_abi,
                                                           reads=not self.reads_restricted)),
             ("seccomp", layers.seccomp_restrict),

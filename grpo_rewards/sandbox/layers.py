@@ -124,6 +124,12 @@ def landlock_restrict(read_paths: list[str], write_paths: list[str], abi: int, r
     nothing else on the filesystem; deny TCP bind/connect (ABI 4+) and signals or abstract
     unix sockets towards processes outside this domain (ABI 6+). Needs no_new_privs.
     `reads=False`: a layer over one that governs reading already; this one limits the rest."""
+    landlock_enforce(landlock_ruleset(read_paths, write_paths, abi, reads))
+
+
+def landlock_ruleset(read_paths: list[str], write_paths: list[str], abi: int, reads: bool = True) -> int:
+    """The ruleset `landlock_restrict` enforces, as a descriptor: made by one process, enforced
+    by another that inherits it (the rules hold the paths' inodes, not their names)."""
     handled_fs = _FS_ALL_ABI1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     handled_fs |= _FS_IOCTL_DEV if abi >= 5 else 0
     if not reads:
@@ -140,6 +146,15 @@ def landlock_restrict(read_paths: list[str], write_paths: list[str], abi: int, r
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
         for path, access in [*((p, read) for p in read_paths), *((p, handled_fs) for p in write_paths)]:
             _landlock_allow(ruleset, path, access)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def landlock_enforce(ruleset: int) -> None:
+    """Enforce the ruleset on this process (and its future children); closes the descriptor."""
+    try:
         _check(_libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)), "landlock_restrict_self")
     finally:
         os.close(ruleset)
