@@ -56,7 +56,9 @@ class Job:
     run. `peer_input`: what the peer reads first on its socket, sent on `code`'s behalf before
     `code` starts (so the peer can work on it while `code`'s process starts). The peer's
     statements before its last only define (functions, classes, imports, constants) and its
-    last starts it: a backend may run the definitions once for many peers."""
+    last starts it: a backend may run the definitions once for many peers. So does `code` of a
+    job with a peer, whose last statement also drops, before it returns, what it put in its
+    module's globals (a backend may run many such jobs in one process, in one module)."""
 
     code: str
     stdin: str = ""

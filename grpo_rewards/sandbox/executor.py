@@ -261,7 +261,7 @@ class Executor:
             return runner.result("infra", detail=f"could not prepare the run: {exc}", started=started)
         try:
             if peer:  # the job's code runs in the tests' process, which set itself up when it started
-                pid = self._tests_process((program, kind), limits, program)
+                pid = self._tests_process((program, kind), limits, job["code"])
                 socket.send_fds(self.tests["control"], [b"run"], [stdin_fd, pipes[0][1], pipes[1][1], channel[0]])
                 os.write(pipes[2][1], b"ready\n")
             else:  # beside the processes this worker keeps under the uid now
@@ -352,7 +352,8 @@ class Executor:
         made = itertools.count()
         while message := sock.recv(1 << 20):
             request = json.loads(message)
-            prepared, limits = self._prepared(request["peer"]), runner.parse_limits(request["limits"])
+            prepared = self._prepared(request["peer"], os.path.join(self.rundir, "peer.py"))
+            limits = runner.parse_limits(request["limits"])
             limits["rlimits"]["RLIMIT_NPROC"] += KEPT_PROCESSES
             # Every peer's directory and descriptors first, then the forks back to back: each fork
             # makes the seed's memory copy-on-write again, and the seed's Python between two forks
@@ -388,16 +389,16 @@ class Executor:
                 pass
         return peer
 
-    def _prepared(self, source: str) -> tuple:
-        """A peer's code as (the code each peer runs, its `__main__`, its standard streams): the
-        statements before the last run here once, in the module every peer starts from (base.Job:
-        they only define), and the last compiled; the streams are made here once too. Definitions
-        that fail here run whole in each peer (module None), which reports it."""
+    def _prepared(self, source: str, path: str) -> tuple:
+        """A peer's code (or, in the tests' process, a job's) as (the code each run runs, its
+        `__main__`, its standard streams): the statements before the last run here once, in the
+        module every run starts from (base.Job: they only define), and the last compiled; the
+        streams are made here once too. Definitions that fail here run whole in each run (module
+        None), which reports it."""
         found = self.prepared.get(source)
         if found is None:
             if len(self.prepared) >= SEED_COMPILED_KEEP:
                 self.prepared.clear()
-            path = os.path.join(self.rundir, "peer.py")
             module, streams = runner.main_module(path), runner.standard_streams()
             try:
                 *definitions, start = ast.parse(source).body
@@ -503,10 +504,10 @@ class Executor:
 
     # ---- the tests' process: one per worker, for job after job with a peer (see runner.py) -------
 
-    def _tests_process(self, kind: tuple, limits: dict, program) -> int:
+    def _tests_process(self, kind: tuple, limits: dict, source: str) -> int:
         """The pid of the tests' process for jobs of this kind (code and limits), started now
         (isolated under every layer; Landlock lets it write below the run directories' parent)
-        unless running already."""
+        unless running already. It runs the definitions of the jobs' code (`source`) once."""
         if self.tests is not None and (self.tests["kind"][0] is not kind[0] or self.tests["kind"][1] != kind[1]):
             self._end_tests()
         if self.tests is not None:
@@ -524,8 +525,10 @@ class Executor:
             if pid == 0:
                 try:
                     mine.close()
+                    path = os.path.join(self.rundir, PROGRAM)
+                    program, module, _ = self._prepared(source, path)
                     self._child(self.runs, {0: None, 1: None, 2: None, CONTROL_FD: theirs.fileno()}, status_w,
-                                limits, False, pidns_error, program, os.path.join(self.rundir, PROGRAM), serve=True)
+                                limits, False, pidns_error, program, path, serve=True, module=module)
                 finally:
                     os._exit(127)
             self.tests = {"pid": pid, "control": mine, "kind": kind, "cpu": cpu, "runs": 0}
@@ -617,7 +620,7 @@ class Executor:
             os._exit(1)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched) if serve else
+        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched, module) if serve else
                  runner.run_main(path, program, module=module, streams=streams))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool, ruleset: int | None = None) -> bool:

@@ -335,11 +335,12 @@ class Baseline:
             return False
 
 
-def serve_runs(control: int, path: str, program, watched: tuple[set, list]) -> int:
+def serve_runs(control: int, path: str, program, watched: tuple[set, list], module=None) -> int:
     """The tests' process: per message on `control`, the run's descriptors (0-3), then its code
-    runs as `run_main` runs it, and the reply is its exit code and whether it left this process
-    clean. Returns (to exit) after a run that was not clean or at the worker's end; the worker
-    ends it after SERVE_RUNS runs."""
+    runs as `run_main` runs it (in `module`, which holds the code's definitions, or in a fresh
+    one), and the reply is its exit code and whether it left this process clean. Returns (to
+    exit) after a run that was not clean or at the worker's end; the worker ends it after
+    SERVE_RUNS runs."""
     sock = socket.socket(fileno=control)
     gc.freeze()
     baseline = Baseline(watched)
@@ -357,7 +358,7 @@ def serve_runs(control: int, path: str, program, watched: tuple[set, list]) -> i
         os.chdir(os.path.dirname(path))  # the run's directory, made afresh for each run
         # Not on the import path: the program's process writes there, and a module it planted
         # (named as one the tests import) would run on the tests' side.
-        code = run_main(path, program, freeze=False, import_dir=False)
+        code = run_main(path, program, freeze=False, import_dir=False, module=module)
         clean = baseline.restore()
         # The run's garbage goes now: a socket or file object of it collected during a later run
         # would close that run's descriptor of the same number. What survives is frozen, so the

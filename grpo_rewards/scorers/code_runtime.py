@@ -456,6 +456,17 @@ def _loaded(data):
 
 
 def _main():
+    """One job. Its channel and the tests' namespace go with it: these definitions may serve
+    many jobs in one process (base.Job), and a socket left here would close the next job's fd 3."""
+    global _program
+    try:
+        _run()
+    finally:
+        _program = None
+        _state.clear()
+
+
+def _run():
     _sys.set_int_max_str_digits(0)
     data = _jsonlib.loads(_sys.stdin.read())
     data["ahead"] = decode(data["ahead"], None)
