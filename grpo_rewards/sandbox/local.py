@@ -17,7 +17,6 @@ import secrets
 import sys
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +157,7 @@ class LocalSandbox(SandboxBackend):
 
         def chunks(todo: Iterable[Job]):
             for job in todo:
-                yield [("run", {"code": job.code, "stdin": job.stdin, "limits": asdict(job.limits),
+                yield [("run", {"code": job.code, "stdin": job.stdin, "limits": dict(vars(job.limits)),
                                 "peer": job.peer, "peer_input": job.peer_input})]
 
         def limit(chunk: list[tuple]) -> float:

@@ -142,11 +142,12 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
     for stmt in checks[0].body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue  # a docstring
-        kinds = {type(n) for n in _walk_same_scope(stmt)}
+        nodes = _walk(stmt)  # one walk serves the kinds, the text and the facts
+        kinds = _same_scope_kinds(stmt, nodes)
         if kinds & {ast.Return, ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await}:
             return whole
-        src = _source_of(stmt, lines)
-        items.append(TestItem("test" if ast.Assert in kinds else "setup", src, _label(src), _facts(stmt, True)))
+        src = _source_of(stmt, lines, nodes)
+        items.append(TestItem("test" if ast.Assert in kinds else "setup", src, _label(src), _facts(nodes, True)))
     if not any(i.kind == "test" for i in items):
         return whole
     # The module without `check` is the setup (imports, constants); the body becomes our function.
@@ -156,24 +157,24 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
     return AssertSuite(setup, items, param=check.args.args[0].arg, entry_point=entry_point)
 
 
-def _source_of(stmt: ast.stmt, lines: list[str]) -> str:
-    """The statement's own text, dedented. ast.unparse (several times slower) when the text cannot
-    be re-indented safely: the statement shares a line, or holds a string spanning lines (whose
-    content re-indenting would change)."""
+def _source_of(stmt: ast.stmt, lines: list[str], nodes: list[ast.AST]) -> str:
+    """The statement's own text (`nodes`: its `_walk`), dedented. ast.unparse (several times
+    slower) when the text cannot be re-indented safely: the statement shares a line, or holds a
+    string spanning lines (whose content re-indenting would change)."""
     head = lines[stmt.lineno - 1][: stmt.col_offset]
     tail = lines[stmt.end_lineno - 1][stmt.end_col_offset:].strip()
     multiline_str = stmt.lineno != stmt.end_lineno and any(
-        isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno for n in _walk(stmt))
+        isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno for n in nodes)
     if head.strip() or (tail and not tail.startswith("#")) or multiline_str:
         return ast.unparse(stmt)
     text = textwrap.dedent("\n".join(lines[stmt.lineno - 1 : stmt.end_lineno]))
     return text if not text[:1].isspace() else ast.unparse(stmt)
 
 
-def _walk(node: ast.AST, skip: tuple[type, ...] = ()) -> list[ast.AST]:
-    """Every node under `node` (itself included), in no particular order, not descending into
-    nodes of the types in `skip`. By hand: on a cold prompt the scorer's time is mostly AST walks,
-    and the generators of ast.walk/iter_child_nodes cost as much as the rest of a walk."""
+def _walk(node: ast.AST) -> list[ast.AST]:
+    """Every node under `node` (itself included), in a fixed order (depth first, last child
+    first). By hand: on a cold prompt the scorer's time is mostly AST walks, and the generators
+    of ast.walk/iter_child_nodes cost as much as the rest of a walk."""
     out, todo = [], [node]
     while todo:
         n = todo.pop()
@@ -181,15 +182,20 @@ def _walk(node: ast.AST, skip: tuple[type, ...] = ()) -> list[ast.AST]:
         for field in n._fields:
             value = getattr(n, field, None)
             if isinstance(value, list):
-                todo += [v for v in value if isinstance(v, ast.AST) and not isinstance(v, skip)]
-            elif isinstance(value, ast.AST) and not isinstance(value, skip):
+                todo += [v for v in value if isinstance(v, ast.AST)]
+            elif isinstance(value, ast.AST):
                 todo.append(value)
     return out
 
 
-def _walk_same_scope(node: ast.AST) -> list[ast.AST]:
-    """_walk that does not descend into nested functions, lambdas or classes."""
-    return _walk(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _same_scope_kinds(node: ast.AST, nodes: list[ast.AST]) -> set[type]:
+    """The types of the nodes in `nodes` (`_walk(node)`) that are not a nested function, lambda
+    or class, nor inside one."""
+    nested = {id(inner) for n in nodes if n is not node and isinstance(n, _SCOPES) for inner in _walk(n)}
+    return {type(n) for n in nodes if id(n) not in nested}
 
 
 # ---- the job: the tests' process, the program's process, and the data of one run ----------
@@ -221,9 +227,10 @@ def _tests_source(suite: AssertSuite) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _facts(tree: ast.AST, single: bool) -> StatementFacts:
+def _facts(nodes: list[ast.AST], single: bool) -> StatementFacts:
+    """`nodes`: a statement's `_walk` (its calls are summarised in that order)."""
     loads, calls = set(), []
-    for node in _walk(tree):
+    for node in nodes:
         if type(node) is ast.Name and type(node.ctx) is ast.Load:
             loads.add(node.id)
         elif type(node) is ast.Call:
@@ -237,7 +244,7 @@ def _statement_facts(src: str) -> StatementFacts:
         tree = ast.parse(src)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return StatementFacts(False, False, frozenset(), ())
-    return _facts(tree, len(tree.body) == 1)
+    return _facts(_walk(tree), len(tree.body) == 1)
 
 
 def _item_facts(item: TestItem) -> StatementFacts:
