@@ -58,7 +58,11 @@ def encode(value, handle_of=None):
     """`value` as tagged JSON text. `handle_of(obj)`, for an object that is not plain data: a `Ref`
     (the program's side keeps the object) or plain data standing in for it; without it such an
     object raises NotPlainData."""
-    return _json.dumps(_tagged(value, handle_of, 0, [MAX_CONTAINERS]), separators=(",", ":"))
+    return _ENCODE(_tagged(value, handle_of, 0, [MAX_CONTAINERS]))
+
+
+# Made once: json.dumps makes an encoder for each call that asks for separators.
+_ENCODE = _json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _tagged(v, handle_of, depth, budget):
