@@ -52,7 +52,7 @@ PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 PEER_FD = 3  # a job's peer and its code hold their end of the socket here
 CONTROL_FD = 4  # the tests' process's socket to its worker (see runner.serve_runs)
-PEERS_AHEAD = 4  # peers the seed makes per request, each waiting for a job of the kind asked
+PEERS_AHEAD = 8  # peers the seed makes per request, each waiting for a job of the kind asked
 # The most processes a worker keeps under its uid beside a peer (the peers made ahead, the tests'
 # process): RLIMIT_NPROC counts them, so the peer's limit is raised by as many.
 KEPT_PROCESSES = PEERS_AHEAD + 1
