@@ -213,10 +213,10 @@ def exit_code(value) -> int:
 # fresh process cost more than the tests it ran (fork's page-table copy, copy-on-write faults and
 # exit: ~5 ms of the ~15 ms a HumanEval sample cost; docs/benchmarks.md). Its code is trusted (the
 # reference's tests and our runtime) and receives only plain data from the program's process, so
-# one isolated process per worker runs job after job, each in a fresh module, while every program
-# still gets a fresh process of its own from the seed. What one run could leave to the next is
-# reset here (`Baseline`) and what cannot be reset ends the process (the next job gets a fresh
-# one), as do a crash, a timeout and every SERVE_RUNS runs.
+# one isolated process per worker runs job after job, the tests of each in a fresh namespace,
+# while every program still gets a fresh process of its own from the seed. What one run could
+# leave to the next is reset here (`Baseline`) and what cannot be reset ends the process (the
+# next job gets a fresh one), as do a crash, a timeout and every SERVE_RUNS runs.
 # Not a smaller fork template: the worker forked is ~15 MB (10 MB private), and what a fork
 # costs is mostly the child's copy-on-write faults and its exit, which any forked interpreter
 # pays (a bare `pass` process ~2 ms). Not the worker itself: it keeps the rights to make
