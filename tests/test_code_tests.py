@@ -12,7 +12,8 @@ from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.code import CodeTests
 from grpo_rewards.scorers.code_formats import parse_reference
-from grpo_rewards.scorers.code_harness import compare_output, split_check
+from grpo_rewards.scorers.code_harness import assert_job, assert_list_suite, compare_output, split_check
+from grpo_rewards.scorers.code_wire import decode
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -158,6 +159,46 @@ def test_humaneval_check_is_split_but_falls_back_when_unsafe():
     assert [i.kind for i in split.items] == ["test", "test", "test"] and split.param == "candidate"
     unsafe = split_check("def check(c):\n    if c(1) != 1:\n        return\n    assert c(2) == 2\n", "f")
     assert [i.src for i in unsafe.items] == ["check(f)"] and unsafe.param is None
+
+
+def _load_request(suite, helpers=""):
+    """What the program's process is asked first for `suite`: (the names it returns, the calls made ahead)."""
+    job = assert_job("def f(*a, **k):\n    return 1", suite, 1.0, Limits(), helpers)
+    request = decode(job.peer_input[4:].decode(), None)
+    return request[5], request[6]
+
+
+@pytest.mark.parametrize(("tests", "setup", "ahead"), [
+    (["assert f(1) == 2", "assert f([1, 'a']) == 3"], "", [("f", [1], {}), ("f", [[1, "a"]], {})]),
+    (["assert abs(f(1) - 2.0) < 1e-6", "assert sorted(f(3)) == [1]"], "", [("f", [1], {}), ("f", [3], {})]),
+    (["assert f(1, y={'k': (1, 2)}) == 0"], "", [("f", [1], {"y": {"k": (1, 2)}})]),
+    (["assert math.floor(f(1.5)) == 1"], "import math", [("f", [1.5], {})]),  # a module the reference imports
+    (["assert f(1) == 1", "assert f(*[1, 2]) == 3"], "", []),  # starred: not literal
+    (["assert f(**{'x': 1}) == 1"], "", []),
+    (["assert f(g(1)) == 1"], "", []),  # two calls of the program's names
+    (["assert obj.method(1) == 2"], "", []),  # a method of a name the reference does not bind
+    (["assert (lambda: f(1))() == 1"], "", []),  # a call of a call
+    (["assert helper(f(1)) == 1"], "def helper(x):\n    return x", []),  # the reference's own function
+    (["assert f(1) == 1", "x = print(2)", "assert f(2) == 2"], "", []),  # a statement between tests calls
+    (["assert f(1) == 1", "assert f(2 ==", "assert f(3) == 3"], "", []),  # a test that does not parse
+])
+def test_calls_made_ahead_only_when_the_order_of_program_calls_is_certain(tests, setup, ahead):
+    names, calls = _load_request(assert_list_suite(tests, setup))
+    assert calls == ahead
+    assert not {"abs", "sorted", "print", "range"} & set(names)  # builtins are never the program's
+
+
+def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():
+    names, _ = _load_request(assert_list_suite(["assert f(X) == helper(2)", "for i in range(2):\n    assert g(i)"],
+                                               "X = Y + 1\ndef helper(v):\n    return v"))
+    assert set(names) == {"_grpo_case", "f", "X", "helper", "g", "i", "Y", "v"}
+    humaneval = split_check("def check(candidate):\n    lam = lambda v: v + K\n    assert candidate(lam(1)) == 2\n"
+                            "    def nested():\n        return 1\n", "f")
+    assert [i.src for i in humaneval.items] == ["check(f)"]  # a def with a return inside check: one test
+    lam = split_check("K = 1\ndef check(candidate):\n    assert candidate((lambda v: v + K)(1)) == 2\n"
+                      "    if True:\n        def nested():\n            return 1\n", "f")
+    assert [i.kind for i in lam.items] == ["test", "setup"]  # returns inside nested scopes do not count
+    assert set(_load_request(lam)[0]) == {"_grpo_case", "candidate", "K", "f", "v"}
 
 
 def test_unscorable_references_and_odd_input(scorer):
