@@ -27,7 +27,9 @@ class Limits:
     output_bytes: int = 1 << 20  # stdout and stderr are each cut here (status output_limit)
     file_size_mb: int = 16       # RLIMIT_FSIZE
     processes: int = 16          # RLIMIT_NPROC, threads included (binds only a non-root uid); a run's
-                                 # worst-case memory is processes x memory_mb (AS is per process)
+                                 # worst-case memory is processes x memory_mb (AS is per process),
+                                 # in the local sandbox (processes + 4) x memory_mb for a run with a
+                                 # peer: its limit also counts the peers made ahead, which may have ended
     open_files: int = 64         # RLIMIT_NOFILE
 
 
@@ -57,8 +59,9 @@ class Job:
     `code` starts (so the peer can work on it while `code`'s process starts). The peer's
     statements before its last only define (functions, classes, imports, constants) and its
     last starts it: a backend may run the definitions once for many peers. So does `code` of a
-    job with a peer, whose last statement also drops, before it returns, what it put in its
-    module's globals (a backend may run many such jobs in one process, in one module)."""
+    job with a peer: a backend may run its definitions once for many jobs in one process,
+    putting the module's globals back after each, so a job keeps its state in globals it binds,
+    never in objects the definitions made (a class's attributes, a module-level dict)."""
 
     code: str
     stdin: str = ""

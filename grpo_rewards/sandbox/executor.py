@@ -52,7 +52,7 @@ PROGRAM = "main.py"
 PER_RUN = ("pid_namespace", "rlimits", "uid", "drop_caps", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 PEER_FD = 3  # a job's peer and its code hold their end of the socket here
 CONTROL_FD = 4  # the tests' process's socket to its worker (see runner.serve_runs)
-PEERS_AHEAD = 8  # peers the seed makes per request, each waiting for a job of the kind asked
+PEERS_AHEAD = 4  # peers the seed makes per request, each waiting for a job of the kind asked
 # The most processes a worker keeps under its uid beside a peer (the peers made ahead, the tests'
 # process): RLIMIT_NPROC counts them, so the peer's limit is raised by as many.
 KEPT_PROCESSES = PEERS_AHEAD + 1
@@ -392,9 +392,9 @@ class Executor:
     def _prepared(self, source: str, path: str) -> tuple:
         """A peer's code (or, in the tests' process, a job's) as (the code each run runs, its
         `__main__`, its standard streams): the statements before the last run here once, in the
-        module every run starts from (base.Job: they only define), and the last compiled; the
-        streams are made here once too. Definitions that fail here run whole in each run (module
-        None), which reports it."""
+        module every run starts from (base.Job: they only define), and the last compiled; a
+        peer's streams are made here once too. Definitions that fail here run whole in each run
+        (module None), which reports it."""
         found = self.prepared.get(source)
         if found is None:
             if len(self.prepared) >= SEED_COMPILED_KEEP:
@@ -525,10 +525,8 @@ class Executor:
             if pid == 0:
                 try:
                     mine.close()
-                    path = os.path.join(self.rundir, PROGRAM)
-                    program, module, _ = self._prepared(source, path)
                     self._child(self.runs, {0: None, 1: None, 2: None, CONTROL_FD: theirs.fileno()}, status_w,
-                                limits, False, pidns_error, program, path, serve=True, module=module)
+                                limits, False, pidns_error, source, os.path.join(self.rundir, PROGRAM), serve=True)
                 finally:
                     os._exit(127)
             self.tests = {"pid": pid, "control": mine, "kind": kind, "cpu": cpu, "runs": 0}
@@ -597,8 +595,10 @@ class Executor:
         """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
         `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
         `program` (compiled; None: the file at `path`) as `python path` would run it (a peer's in
-        the `module` and with the `streams` the seed prepared), once or (`serve`, the tests'
-        process) for each run its worker sends. `ruleset`: its Landlock layer, made by the seed."""
+        the `module` and with the `streams` the seed prepared), once; or (`serve`, the tests'
+        process) `program` is the jobs' source, whose definitions run here once, under every
+        layer, and whose last statement runs for each job its worker sends. `ruleset`: its
+        Landlock layer, made by the seed."""
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
@@ -618,6 +618,8 @@ class Executor:
         # namespace the parent reads as 0 either way; there the replacement's uid sweep acts.
         if os.getppid() not in (self.pid, 0):
             os._exit(1)
+        if serve:
+            program, module, _ = self._prepared(program, path)
         os.write(status_w, b"ready\n")
         os.close(status_w)
         os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched, module) if serve else

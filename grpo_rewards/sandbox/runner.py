@@ -268,8 +268,8 @@ def _version_tags(dicts: list[dict]):
             return None
     except (ImportError, OSError, ValueError, TypeError):
         return None
-    # `probe` stays alive with the reader: its tag is read (and ignored) with the others
-    return lambda: (read(view), probe)[0][:-1]
+    # What the view reads stays alive with the reader: the dicts and `probe` (read, then ignored)
+    return lambda: (read(view), probe, dicts)[0][:-1]
 
 
 def _raw_environ() -> dict:
@@ -337,11 +337,12 @@ class Baseline:
 
 def serve_runs(control: int, path: str, program, watched: tuple[set, list], module=None) -> int:
     """The tests' process: per message on `control`, the run's descriptors (0-3), then its code
-    runs as `run_main` runs it (in `module`, which holds the code's definitions, or in a fresh
-    one), and the reply is its exit code and whether it left this process clean. Returns (to
+    runs as `run_main` runs it (in `module`, which holds the code's definitions and whose
+    globals are put back after each job, or in a fresh one), and the reply is its exit code and whether it left this process clean. Returns (to
     exit) after a run that was not clean or at the worker's end; the worker ends it after
     SERVE_RUNS runs."""
     sock = socket.socket(fileno=control)
+    defined = dict(module.__dict__) if module is not None else None  # put back after each job
     gc.freeze()
     baseline = Baseline(watched)
     _hold_run_fds(control)
@@ -359,6 +360,11 @@ def serve_runs(control: int, path: str, program, watched: tuple[set, list], modu
         # Not on the import path: the program's process writes there, and a module it planted
         # (named as one the tests import) would run on the tests' side.
         code = run_main(path, program, freeze=False, import_dir=False, module=module)
+        if defined is not None:  # what the job bound in the module goes now, as a fresh module's would
+            bound = module.__dict__
+            for name in [n for n in bound if n not in defined]:
+                del bound[name]
+            bound.update(defined)
         clean = baseline.restore()
         # The run's garbage goes now: a socket or file object of it collected during a later run
         # would close that run's descriptor of the same number. What survives is frozen, so the

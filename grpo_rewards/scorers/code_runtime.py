@@ -456,17 +456,6 @@ def _loaded(data):
 
 
 def _main():
-    """One job. Its channel and the tests' namespace go with it: these definitions may serve
-    many jobs in one process (base.Job), and a socket left here would close the next job's fd 3."""
-    global _program
-    try:
-        _run()
-    finally:
-        _program = None
-        _state.clear()
-
-
-def _run():
     _sys.set_int_max_str_digits(0)
     data = _jsonlib.loads(_sys.stdin.read())
     data["ahead"] = decode(data["ahead"], None)
@@ -476,7 +465,7 @@ def _run():
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program cannot open our /proc files
     except (ImportError, OSError):
         pass
-    global _program
+    global _program, _state
     _Case.out, _Case.limit = _os.dup(1), data["limit"]
     try:
         _program = _Program(Channel(_socket.socket(fileno=3)))
@@ -487,7 +476,7 @@ def _run():
     _signal.signal(_signal.SIGALRM, _on_test_timeout)
     space = {"__name__": "test_solution", "__builtins__": _builtins, "_grpo_case": _Case, "_grpo_call": _grpo_call,
              "_grpo_pt": _grpo_pt}
-    _state["space"] = space
+    _state = {"space": space}  # bound, not stored: the backend puts globals back after each job
     _sys.modules["solution"] = ProgramHandle(0, "module", True)
     # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
     # names fill in only what the reference does not define. A pytest module imports the
