@@ -201,6 +201,37 @@ def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():
     assert set(_load_request(lam)[0]) == {"_grpo_case", "candidate", "K", "f", "v"}
 
 
+# Every character str.splitlines breaks a line at but Python's parser does not.
+_NOT_NEWLINES = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("char", _NOT_NEWLINES)
+def test_humaneval_tests_keep_their_text_whatever_characters_they_hold(scorer, char):
+    """A split check's tests are cut out of its text by the parser's line numbers: a character that
+    str.splitlines counts as a line break (in a string, or a form feed on a line of its own) must
+    not shift them, and an honest program passes every test."""
+    in_string = f"def check(candidate):\n    assert candidate('a{char}b') == 'a{char}b!'\n    assert candidate('') == '!'\n"
+    tests = [in_string]
+    if char == "\x0c":  # the only one the parser takes outside a string (as whitespace)
+        tests.append("def check(candidate):\n    assert candidate('a') == 'a!'\n\x0c\n    assert candidate('') == '!'\n")
+    for test in tests:
+        reference = {"test": test, "entry_point": "f"}
+        assert [i.kind for i in split_check(test, "f").items] == ["test", "test"]
+        assert one(scorer, "def f(x):\n    return x + '!'\n", reference).value == 1.0
+        assert one(scorer, "def f(x):\n    return x\n", reference).value == 0.0
+
+
+def test_humaneval_tests_keep_decorators_and_non_ascii_offsets(scorer):
+    decorated = ("def tag(c):\n    c.v = 1\n    return c\n\ndef check(candidate):\n    @tag\n    class K:\n        pass\n"
+                 "    assert candidate(K.v) == 2\n")
+    shared = "def check(candidate):\n    assert candidate(len('\u00e9\u00e9')) == 3; k = 1\n    assert candidate(k) == 2\n"
+    for test in (decorated, shared):
+        reference = {"test": test, "entry_point": "f"}
+        assert one(scorer, "def f(x):\n    return x + 1\n", reference).value == 1.0
+        assert one(scorer, "def f(x):\n    return x\n", reference).value == 0.0
+    assert split_check(decorated, "f").items[0].src.startswith("@tag\n")
+
+
 def test_unscorable_references_and_odd_input(scorer):
     assert one(scorer, "print(1)", {}).value is None
     assert "entry_point" in one(scorer, "x", {"test": "def check(c): pass"}).info["reason"]

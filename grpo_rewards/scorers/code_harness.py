@@ -19,6 +19,7 @@ import builtins
 import functools
 import json
 import math
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +138,7 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if len(checks) != 1 or len(checks[0].args.args) != 1 or checks[0].args.vararg or checks[0].decorator_list:
         return whole
-    lines = test_code.splitlines()
+    lines = _source_lines(test_code)
     items = []
     for stmt in checks[0].body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -157,12 +158,25 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
     return AssertSuite(setup, items, param=check.args.args[0].arg, entry_point=entry_point)
 
 
+def _source_lines(text: str) -> list[str]:
+    """`text`'s lines as the parser numbers them: str.splitlines also splits at form feeds, \x1c-\x1e,
+    \x85 and \u2028/9, and the AST's line numbers would then point at other text."""
+    lines = re.split("\r\n|\r|\n", text)
+    if lines[-1] == "":
+        lines.pop()  # as splitlines: no line after the last newline
+    return lines
+
+
 def _source_of(stmt: ast.stmt, lines: list[str], nodes: list[ast.AST]) -> str:
     """The statement's own text (`nodes`: its `_walk`), dedented. ast.unparse (several times
-    slower) when the text cannot be re-indented safely: the statement shares a line, or holds a
-    string spanning lines (whose content re-indenting would change)."""
-    head = lines[stmt.lineno - 1][: stmt.col_offset]
-    tail = lines[stmt.end_lineno - 1][stmt.end_col_offset:].strip()
+    slower) when the text cannot be re-indented safely: the statement shares a line, holds a
+    string spanning lines (whose content re-indenting would change), or has decorators (which
+    start on lines before its own)."""
+    if getattr(stmt, "decorator_list", None):
+        return ast.unparse(stmt)
+    first, last = lines[stmt.lineno - 1].encode(), lines[stmt.end_lineno - 1].encode()  # offsets count UTF-8 bytes
+    head = first[: stmt.col_offset].decode(errors="replace")
+    tail = last[stmt.end_col_offset:].decode(errors="replace").strip()
     multiline_str = stmt.lineno != stmt.end_lineno and any(
         isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno for n in nodes)
     if head.strip() or (tail and not tail.startswith("#")) or multiline_str:
@@ -215,7 +229,7 @@ def _tests_source(suite: AssertSuite) -> str:
     lines = [f"def _grpo_tests({suite.param or '_grpo_entry'}):"]
     test = 0
     for item in suite.items:
-        body = item.src.splitlines() or ["pass"]
+        body = _source_lines(item.src) or ["pass"]
         if item.kind == "setup":
             lines.append("\n".join("    " + line for line in body))
             continue
@@ -253,10 +267,10 @@ def _item_facts(item: TestItem) -> StatementFacts:
 
 def _names_wanted(suite: AssertSuite, tests: str) -> tuple[str, ...]:
     """The global names the tests (`tests`, `_tests_source(suite)`) and the setup read that are
-    not builtins: the program may define them. From the items' facts when every item parses:
-    `tests` holds nothing else but `_grpo_case`."""
+    not builtins: the program may define them. From the items' facts when every item is one
+    statement: `tests` holds nothing else but `_grpo_case`."""
     facts = [_item_facts(i) for i in suite.items]
-    if not all(f.parses for f in facts):
+    if not all(f.parses and f.single for f in facts):
         return _names_read((tests, suite.setup))
     loads = frozenset().union(*(f.loads for f in facts))
     return _names_read((suite.setup,), loads | ({"_grpo_case"} if suite.tests else set()))
