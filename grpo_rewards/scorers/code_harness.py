@@ -159,7 +159,7 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
 
 
 def _source_lines(text: str) -> list[str]:
-    """`text`'s lines as the parser numbers them: str.splitlines also splits at form feeds, \x1c-\x1e,
+    r"""`text`'s lines as the parser numbers them: str.splitlines also splits at form feeds, \x1c-\x1e,
     \x85 and \u2028/9, and the AST's line numbers would then point at other text."""
     lines = re.split("\r\n|\r|\n", text)
     if lines[-1] == "":
