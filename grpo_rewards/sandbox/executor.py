@@ -349,10 +349,10 @@ class Executor:
             os.dup2(null, target)
         os.close(null)
         self._restrict_seed()
-        made = itertools.count()
+        made, path = itertools.count(), os.path.join(self.rundir, "peer.py")
         while message := sock.recv(1 << 20):
             request = json.loads(message)
-            prepared = self._prepared(request["peer"], os.path.join(self.rundir, "peer.py"))
+            prepared = self._prepared(request["peer"], path)
             limits = runner.parse_limits(request["limits"])
             limits["rlimits"]["RLIMIT_NPROC"] += KEPT_PROCESSES
             # Every peer's directory and descriptors first, then the forks back to back: each fork
@@ -361,7 +361,7 @@ class Executor:
             peers = [self._peer_parts(next(made)) for _ in range(PEERS_AHEAD)]
             for peer in peers:
                 if "error" not in peer:
-                    self._fork_peer(peer, prepared, limits)
+                    self._fork_peer(peer, prepared, limits, path)
             for peer in peers:
                 fds, ruleset = peer.pop("fds", []), peer.pop("ruleset", None)
                 socket.send_fds(sock, [json.dumps(peer).encode()], [fds[1], fds[2], fds[4]] if peer.get("pid") else [])
@@ -409,7 +409,7 @@ class Executor:
             self.prepared[source] = found
         return found
 
-    def _fork_peer(self, peer: dict, prepared: tuple, limits: dict) -> None:
+    def _fork_peer(self, peer: dict, prepared: tuple, limits: dict, path: str) -> None:
         fds = peer["fds"]
         try:
             pid, pidns_error = self._fork("pid_namespace" in self.per_run)
@@ -419,9 +419,8 @@ class Executor:
         if pid == 0:
             try:  # 0-2: the seed's /dev/null
                 code, module, streams = prepared
-                self._child(peer["dir"], {PEER_FD: fds[0]}, fds[3], limits, False, pidns_error, code,
-                            os.path.join(self.rundir, "peer.py"), module=module, streams=streams,
-                            ruleset=peer.get("ruleset"))
+                self._child(peer["dir"], {PEER_FD: fds[0]}, fds[3], limits, False, pidns_error, code, path,
+                            module=module, streams=streams, ruleset=peer.get("ruleset"))
             finally:
                 os._exit(127)
         # The worker ends it by this pidfd, not by its pid: the seed reaps a peer as soon as it ends,

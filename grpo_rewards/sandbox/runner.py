@@ -337,10 +337,10 @@ class Baseline:
 
 def serve_runs(control: int, path: str, program, watched: tuple[set, list], module=None) -> int:
     """The tests' process: per message on `control`, the run's descriptors (0-3), then its code
-    runs as `run_main` runs it (in `module`, which holds the code's definitions and whose
-    globals are put back after each job, or in a fresh one), and the reply is its exit code and whether it left this process clean. Returns (to
-    exit) after a run that was not clean or at the worker's end; the worker ends it after
-    SERVE_RUNS runs."""
+    runs as `run_main` runs it (in `module`, which holds the code's definitions and whose globals
+    are put back after each job, or in a fresh one), and the reply is its exit code and whether it
+    left this process clean. Returns (to exit) after a run that was not clean or at the worker's
+    end; the worker ends it after SERVE_RUNS runs."""
     sock = socket.socket(fileno=control)
     defined = dict(module.__dict__) if module is not None else None  # put back after each job
     gc.freeze()
