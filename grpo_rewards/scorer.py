@@ -134,10 +134,16 @@ class ReferenceFields:
         return (getattr(params, self.param),) if self.param is not None else self.any_of
 
 
-class NoParams(BaseModel):
-    """The `Params` of a scorer (or sandbox backend) without options."""
+class ParamsModel(BaseModel):
+    """The base of the built-in `Params` (a plugin's may use it too): an unknown key is an error (a
+    misspelt option must not be ignored), and the validator is built on first use, so that loading
+    the registry does not build the schemas of scorers a run never names."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class NoParams(ParamsModel):
+    """The `Params` of a scorer (or sandbox backend) without options."""
 
 
 def first_doc_line(cls: type) -> str:

@@ -20,11 +20,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.procpool import TaskResult, WorkerPool
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
+from grpo_rewards.scorer import ParamsModel
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,7 @@ def _is_python_dir(path: str) -> bool:
     return name in ("site-packages", "dist-packages", "lib-dynload") or name.startswith("python3")
 
 
-class LocalSandboxParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class LocalSandboxParams(ParamsModel):
     workers: int | None = Field(None, ge=1, le=256, description="Worker processes, each running one program "
                                 "at a time; null: min(4, CPU count).")
     scratch_mb: int = Field(128, ge=8, le=65536, description="Size of each worker's private /tmp tmpfs, MB.")

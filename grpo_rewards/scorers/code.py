@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
-    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator,
-    model_validator,
+    BaseModel, Field, PrivateAttr, ValidationError, ValidationInfo, create_model, field_validator, model_validator,
 )
 
 from grpo_rewards.errors import UnknownNameError
@@ -16,7 +15,7 @@ from grpo_rewards.extract import fenced_blocks
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.registry import Registry, registry_in
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
-from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.code_formats import parse_reference
 from grpo_rewards.scorers.code_harness import (AssertSuite, StdioCase, assert_job, compare_output,
                                                function_body_joined, harness_reports, reference_helpers)
@@ -24,10 +23,8 @@ from grpo_rewards.scorers.code_harness import (AssertSuite, StdioCase, assert_jo
 MAX_CODE_CHARS = 200_000  # longer programs are not run (a runaway completion, not a solution)
 
 
-class SandboxChoice(BaseModel):
+class SandboxChoice(ParamsModel):
     """A sandbox backend and its params: `{backend: NAME, params: {...}}`, or just `NAME`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     backend: str = Field("local", min_length=1, description="Registry name of the backend.")
     params: Any = Field(default_factory=dict, validate_default=True,
@@ -87,9 +84,7 @@ class SandboxChoice(BaseModel):
         return self._backend_cls(self.params)
 
 
-class CodeTestsParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CodeTestsParams(ParamsModel):
     program: Literal["auto", "extract", "prompt_plus_completion"] = Field(
         "auto", description="`extract`: the code is a fenced python block of the completion (the whole "
         "completion when it has none); `prompt_plus_completion`: HumanEval style, the completion continues the "

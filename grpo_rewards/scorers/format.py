@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import (
     completion_text, has_content, prompt_text, reasoning_text, without_code_tags,
 )
@@ -20,9 +20,7 @@ from grpo_rewards.scorers.textutil import (
 TAG_NAME = r"^[A-Za-z_][\w:.-]{0,63}$"
 
 
-class ThinkFormatParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ThinkFormatParams(ParamsModel):
     think_tag: str = Field("think", pattern=TAG_NAME, description="Name of the reasoning tag (`<think>`).")
     answer_tag: str | None = Field(
         "answer", pattern=TAG_NAME,
@@ -127,9 +125,7 @@ def _check_answer(rest: str, tag: str, require_content: bool) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-class TagCountParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TagCountParams(ParamsModel):
     tags: list[str] = Field(["think", "answer"], min_length=1, max_length=32,
                             description="Tag names; each contributes an opening and a closing marker.")
     require_newlines: bool = Field(
@@ -247,9 +243,7 @@ def _compile(pattern: str, flags: list[str]) -> regex.Pattern:
         raise ValueError(f"invalid regular expression: {exc}") from None
 
 
-class RegexFormatParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RegexFormatParams(ParamsModel):
     pattern: str = Field(min_length=1, description="Regular expression (Python `re` syntax, run by `regex`).")
     mode: Literal["full", "search", "count"] = Field(
         "full", description="`full`: the whole completion must match; `search`: a match anywhere; `count`: "
@@ -314,9 +308,7 @@ DEFAULT_STEP_PATTERNS = [
 ]
 
 
-class ReasoningStepsParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ReasoningStepsParams(ParamsModel):
     patterns: list[str] = Field(
         DEFAULT_STEP_PATTERNS, min_length=1,
         description="Step-marker regexes (multi-line mode: `^` is a line start); each match followed by a "

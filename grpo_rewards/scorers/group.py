@@ -12,12 +12,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from grpo_rewards.answer import normalise
 from grpo_rewards.group import GroupScorer
 from grpo_rewards.hookspecs import hookimpl
-from grpo_rewards.scorer import Sample, Score
+from grpo_rewards.scorer import ParamsModel, Sample, Score
 from grpo_rewards.scorers.math import Extract, MathAccuracy
 from grpo_rewards.scorers.textutil import completion_text
 
@@ -31,9 +31,7 @@ def duplicate_counts(texts: Sequence[str], normalize_whitespace: bool = True) ->
     return [counts[k] - 1 for k in keys]
 
 
-class GroupDuplicatesParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GroupDuplicatesParams(ParamsModel):
     normalize_whitespace: bool = Field(
         True, description="Compare completions with runs of whitespace collapsed to one space and the ends "
         "stripped; false compares them exactly.")
@@ -57,9 +55,7 @@ class GroupDuplicates(GroupScorer):
         return out
 
 
-class MajorityAnswerParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MajorityAnswerParams(ParamsModel):
     extract: list[Extract] = Field(
         ["boxed", "answer_tag", "phrase", "gsm8k", "bare"], min_length=1,
         description="Where to find each completion's final answer, tried in order (as in `math_accuracy`).")

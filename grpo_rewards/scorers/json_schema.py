@@ -10,10 +10,10 @@ from types import SimpleNamespace
 from typing import Any, Literal
 
 from cachetools import LRUCache
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from grpo_rewards.extract import after_think, fenced_code, tag_block
-from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.textutil import completion_text, reference_of
 
 
@@ -42,9 +42,7 @@ def _validator_class(schema: Any) -> Any:
     return cls
 
 
-class JsonSchemaParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class JsonSchemaParams(ParamsModel):
     json_schema: dict[str, Any] | None = Field(
         None, description="The JSON Schema (any draft jsonschema knows; `$schema` picks it, default 2020-12). "
         "A per-sample schema in `reference[schema_field]` takes precedence.")

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, Sample, Score, Scorer
 from grpo_rewards.scorers.textbatch import char_table, script_counts
 from grpo_rewards.scorers.textutil import (
     CODE_SPANS, UNSPACED_SCRIPTS, completion_text, reasoning_text, visible_texts,
@@ -76,9 +76,7 @@ def scripts_of(target: str) -> tuple[str, ...]:
     return (target,)
 
 
-class LanguageConsistencyParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class LanguageConsistencyParams(ParamsModel):
     target: str = Field("en", min_length=2, max_length=40,
                         description="Target language code (`en`, `zh`, `ja`, ...) or Unicode script name "
                         "(`Latin`, `Han`, ...).")

@@ -18,12 +18,12 @@ from typing import Any, Literal, NamedTuple
 
 from cachetools import LRUCache, cached
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from grpo_rewards import answer, extract
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.procpool import TaskResult, WorkerPool
-from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.math_check import CheckOptions, numeral
 
 Extract = Literal["boxed", "answer_tag", "phrase", "gsm8k", "bare", "last_number", "whole"]
@@ -37,9 +37,7 @@ Verdict = tuple[float | None, dict[str, Any]]
 _RETRY_REASONS = ("worker unavailable", "worker died")
 
 
-class MathAccuracyParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MathAccuracyParams(ParamsModel):
     answer_field: str = Field(
         "answer", min_length=1,
         description="Field of the sample's reference that holds the gold answer (with or without `$...$` / "

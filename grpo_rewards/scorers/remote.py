@@ -24,21 +24,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from grpo_rewards.errors import UserError
 from grpo_rewards.hookspecs import hookimpl
-from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, ReferenceFields, Sample, Score, Scorer
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class CallPolicy(BaseModel):
+class CallPolicy(ParamsModel):
     """How a scorer calls a server: the Params fields every network scorer shares."""
-
-    model_config = ConfigDict(extra="forbid")
 
     timeout_s: float = Field(30.0, gt=0, le=3600, description="Timeout of one HTTP request (connect and read).")
     retries: int = Field(2, ge=0, le=10, description="Retries of a request that failed (no answer, timeout, "

@@ -9,18 +9,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, Sample, Score, Scorer
 from grpo_rewards.scorers.textbatch import distinct_ngrams
 from grpo_rewards.scorers.textutil import (
     completion_text, reference_of, text_tokenizer, word_hashes, without_surrogates,
 )
 
 
-class RepetitionParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RepetitionParams(ParamsModel):
     ngram_size: int = Field(3, ge=1, le=100, description="Size of the n-grams (TRL default 3).")
     max_penalty: float = Field(-1.0, ge=-10, le=0, description="Value of a completely repetitive completion.")
     unit: Literal["auto", "words", "tokens"] = Field(

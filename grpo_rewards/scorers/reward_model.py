@@ -21,17 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from grpo_rewards.hookspecs import hookimpl
-from grpo_rewards.scorer import Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, Sample, Score, Scorer
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-class RewardModelParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RewardModelParams(ParamsModel):
     model: str = Field(min_length=1, description="The reward model: a local directory or a Hugging Face hub id "
                        "(from the local cache when offline); an `AutoModelForSequenceClassification` with "
                        "its tokenizer. Loaded when the spec is validated.")

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import regex
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from grpo_rewards.scorer import Sample
+from grpo_rewards.scorer import ParamsModel, Sample
 from grpo_rewards.scorers.textbatch import (
     UNIT_SEP, TokenAnalysis, char_table, containing, repeated_runs,
 )
@@ -253,10 +253,8 @@ _TOKEN_UNITS = TokenAnalysis(lambda token: UNIT_SEP.join(_token_units(token)))
 # Length units
 
 
-class LengthUnitParams(BaseModel):
+class LengthUnitParams(ParamsModel):
     """Mixin: how the length scorers measure a completion."""
-
-    model_config = ConfigDict(extra="forbid")
 
     unit: Literal["auto", "chars", "tokens"] = Field(
         "auto",

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from grpo_rewards.scorer import ParamsModel
 from grpo_rewards.scorers.instructions import nlp
 
 Relation = Literal["less than", "at least"]
@@ -26,8 +27,8 @@ Text = Annotated[str, StringConstraints(min_length=1)]  # kept as given: the ref
 Verdict = tuple[bool, str]
 
 
-class _Kwargs(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Kwargs(ParamsModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class NoKwargs(_Kwargs):

@@ -14,17 +14,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from grpo_rewards.scorer import ReferenceFields, Sample, Score, Scorer
+from grpo_rewards.scorer import ParamsModel, ReferenceFields, Sample, Score, Scorer
 from grpo_rewards.scorers.instructions.checks import INSTRUCTION_TYPES, InstructionType
 from grpo_rewards.scorers.instructions.docs import instructions_table
 from grpo_rewards.scorers.textutil import completion_text, reference_of, visible_text
 
 
-class InstructionFollowingParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class InstructionFollowingParams(ParamsModel):
     mode: Literal["strict", "loose"] = Field(
         "strict", description="`strict`: the response as is; `loose`: an instruction is also followed when it "
         "holds for the response without its first line, its last line, or both, each with and without `*` "
