@@ -86,7 +86,7 @@ class Executor:
         self.peer: dict | None = None  # the running job's peer: pid, pidfd, directory
         self.tests: dict | None = None  # the long-lived process that runs jobs with a peer (runner.serve_runs)
         self.watched: tuple[set, list] | None = None  # what its runs could change (runner.watched_dicts)
-        self.compiled: dict[str, object] = {}  # source -> code: jobs' code (with a peer) and, in the seed, peers
+        self.compiled: dict[str, tuple] = {}  # source -> _parts: jobs' code (with a peer) and, in the seed, peers
         self.prepared: dict[str, tuple] = {}  # in the seed: peer source -> (code, module, streams), see _prepared
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
@@ -244,7 +244,7 @@ class Executor:
                 shutil.rmtree(workdir)
             program = None
             if peer:  # the code of a job with a peer is the caller's, the same for many runs: compiled once here
-                program = self._compiled(job["code"])
+                program = self._parts(job["code"], os.path.join(workdir, PROGRAM))
                 channel = (self._take_peer(kind, workdir),)
                 zygote.write_all(channel[0], job.get("peer_input") or b"")  # the peer starts on it now
             else:
@@ -261,7 +261,7 @@ class Executor:
             return runner.result("infra", detail=f"could not prepare the run: {exc}", started=started)
         try:
             if peer:  # the job's code runs in the tests' process, which set itself up when it started
-                pid = self._tests_process((program, kind), limits, job["code"])
+                pid = self._tests_process((program, kind), limits)
                 socket.send_fds(self.tests["control"], [b"run"], [stdin_fd, pipes[0][1], pipes[1][1], channel[0]])
                 os.write(pipes[2][1], b"ready\n")
             else:  # beside the processes this worker keeps under the uid now
@@ -301,13 +301,37 @@ class Executor:
             self.last_kind = (peer, limits, kind)
         return kind
 
-    def _compiled(self, source: str):
-        code = self.compiled.get(source)
-        if code is None:
+    def _parts(self, source: str, path: str) -> tuple:
+        """Code with definitions (a job's with a peer, a peer's) as (its definitions, its last
+        statement, the source), compiled once under the name `path`: the definitions run once, in
+        the module every run starts from (base.Job: they only define). Definitions None for code
+        without statements, whose second part is then the whole code. SyntaxError as `compile`."""
+        parts = self.compiled.get(source)
+        if parts is None:
             if len(self.compiled) >= SEED_COMPILED_KEEP:
                 self.compiled.clear()
-            code = self.compiled[source] = compile(source, PROGRAM, "exec", dont_inherit=True)
-        return code
+            try:
+                *definitions, start = ast.parse(source).body
+                parts = (compile(ast.Module(definitions, []), path, "exec", dont_inherit=True),
+                         compile(ast.Module([start], []), path, "exec", dont_inherit=True), source)
+            except ValueError:  # not one statement
+                parts = (None, compile(source, path, "exec", dont_inherit=True), source)
+            self.compiled[source] = parts
+        return parts
+
+    @staticmethod
+    def _defined(parts: tuple, path: str) -> tuple:
+        """(the code each run runs, the `__main__` holding the definitions), the definitions run
+        here; the whole code and no module where they fail (each run then reports it)."""
+        definitions, code, source = parts
+        if definitions is None:
+            return code, None
+        module = runner.main_module(path)
+        try:
+            exec(definitions, module.__dict__)
+            return code, module
+        except Exception:  # noqa: BLE001
+            return compile(source, path, "exec", dont_inherit=True), None
 
     def _make_dir(self, path: str) -> None:
         os.mkdir(path, 0o700)
@@ -390,23 +414,13 @@ class Executor:
         return peer
 
     def _prepared(self, source: str, path: str) -> tuple:
-        """A peer's code (or, in the tests' process, a job's) as (the code each run runs, its
-        `__main__`, its standard streams): the statements before the last run here once, in the
-        module every run starts from (base.Job: they only define), and the last compiled; a
-        peer's streams are made here once too. Definitions that fail here run whole in each run
-        (module None), which reports it."""
+        """In the seed: a peer's code as (the code each run runs, its `__main__`, its standard
+        streams), its definitions run once (`_defined`) and its streams made once."""
         found = self.prepared.get(source)
         if found is None:
             if len(self.prepared) >= SEED_COMPILED_KEEP:
                 self.prepared.clear()
-            module, streams = runner.main_module(path), runner.standard_streams()
-            try:
-                *definitions, start = ast.parse(source).body
-                exec(compile(ast.Module(definitions, []), path, "exec", dont_inherit=True), module.__dict__)
-                found = (compile(ast.Module([start], []), path, "exec", dont_inherit=True), module, streams)
-            except Exception:  # noqa: BLE001 - the peer's own run reports it
-                found = (self._compiled(source), None, streams)
-            self.prepared[source] = found
+            found = self.prepared[source] = (*self._defined(self._parts(source, path), path), runner.standard_streams())
         return found
 
     def _fork_peer(self, peer: dict, prepared: tuple, limits: dict, path: str) -> None:
@@ -503,10 +517,11 @@ class Executor:
 
     # ---- the tests' process: one per worker, for job after job with a peer (see runner.py) -------
 
-    def _tests_process(self, kind: tuple, limits: dict, source: str) -> int:
-        """The pid of the tests' process for jobs of this kind (code and limits), started now
-        (isolated under every layer; Landlock lets it write below the run directories' parent)
-        unless running already. It runs the definitions of the jobs' code (`source`) once."""
+    def _tests_process(self, kind: tuple, limits: dict) -> int:
+        """The pid of the tests' process for jobs of this kind (the code's `_parts`, the limits),
+        started now (isolated under every layer; Landlock lets it write below the run directories'
+        parent) unless running already. It runs the definitions of the jobs' code once: compiled
+        here, once for every tests' process of this worker."""
         if self.tests is not None and (self.tests["kind"][0] is not kind[0] or self.tests["kind"][1] != kind[1]):
             self._end_tests()
         if self.tests is not None:
@@ -525,7 +540,7 @@ class Executor:
                 try:
                     mine.close()
                     self._child(self.runs, {0: None, 1: None, 2: None, CONTROL_FD: theirs.fileno()}, status_w,
-                                limits, False, pidns_error, source, os.path.join(self.rundir, PROGRAM), serve=True)
+                                limits, False, pidns_error, kind[0], os.path.join(self.rundir, PROGRAM), serve=True)
                 finally:
                     os._exit(127)
             self.tests = {"pid": pid, "control": mine, "kind": kind, "cpu": cpu, "runs": 0}
@@ -595,7 +610,7 @@ class Executor:
         `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
         `program` (compiled; None: the file at `path`) as `python path` would run it (a peer's in
         the `module` and with the `streams` the seed prepared), once; or (`serve`, the tests'
-        process) `program` is the jobs' source, whose definitions run here once, under every
+        process) `program` is the jobs' `_parts`, whose definitions run here once, under every
         layer, and whose last statement runs for each job its worker sends. `ruleset`: its
         Landlock layer, made by the seed."""
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
@@ -618,7 +633,7 @@ class Executor:
         if os.getppid() not in (self.pid, 0):
             os._exit(1)
         if serve:
-            program, module, _ = self._prepared(program, path)
+            program, module = self._defined(program, path)
         os.write(status_w, b"ready\n")
         os.close(status_w)
         os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched, module) if serve else
