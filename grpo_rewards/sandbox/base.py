@@ -127,5 +127,9 @@ class SandboxBackend(ABC):
         whose later jobs may still be made while the first ones run."""
         return [self.run(launcher(j), j.stdin, j.limits) for j in jobs]
 
+    def start(self) -> None:
+        """Begin starting workers or connections in the background; returns at once. Optional:
+        `run_many` starts whatever is not started."""
+
     def close(self) -> None:
         """Stop worker processes or connections. Safe to call twice."""

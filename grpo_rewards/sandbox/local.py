@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import itertools
 import secrets
 import sys
 import threading
@@ -101,6 +102,7 @@ class LocalSandbox(SandboxBackend):
         self._pool = _executor_pool(self.size, self.scratch_mb)
         self._report: dict | None = None  # the first worker's ("layers",) answer
         self._lock = threading.Lock()
+        self._starting: threading.Thread | None = None  # see start()
         self._warned = False
 
     # ---- public ---------------------------------------------------------------------------
@@ -126,6 +128,20 @@ class LocalSandbox(SandboxBackend):
     def restarts(self) -> int:
         return self._pool.restarts
 
+    def start(self) -> None:
+        """Boot the pool and ask a worker for its layers, on a thread: the caller goes on (reading
+        its data, making its first jobs) on this core while the pool boots on another."""
+        with self._lock:
+            if self._report is None and self._starting is None:
+                self._starting = threading.Thread(target=self._start_quietly, name="sandbox-start", daemon=True)
+                self._starting.start()
+
+    def _start_quietly(self) -> None:
+        try:
+            self._layer_report()
+        except (OSError, RuntimeError):
+            pass  # the caller's first run_many meets it again and answers each job with it
+
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
         return self.run_many([Job(code, stdin or "", limits or Limits())])[0]
 
@@ -133,6 +149,10 @@ class LocalSandbox(SandboxBackend):
         """Runs `jobs` `workers` at a time; a lazy iterable is taken a job at a time as workers
         have room, so making the next jobs overlaps the runs of the earlier ones."""
         jobs, taken = iter(jobs), []  # on a pool failure: those taken, then the rest, each gets its answer
+        early = []  # made while the pool boots (started by `start`), rather than after
+        while self._starting is not None and self._starting.is_alive() and (job := next(jobs, None)) is not None:
+            early.append(job)
+        jobs = itertools.chain(early, jobs)
         try:
             report = self._layer_report()
             if report is None:

@@ -161,6 +161,9 @@ class CodeTests(Scorer):
                 self._backend = self.params.sandbox.open()
             return self._backend
 
+    def open(self) -> None:
+        self.backend().start()
+
     def close(self) -> None:
         with self._lock:
             if self._backend is not None:
