@@ -364,9 +364,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         reward = build(inputs.spec, inputs.registry)
         accuracy_alias(reward, settings.accuracy_scorer)  # a wrong alias fails before the model loads
-        model, tokenizer, described = load_model(args.model or inputs.model, args.adapter, args.dtype, args.device)
-        result = {"model": described, "problems_from": inputs.where,
-                  **evaluate(model, tokenizer, inputs.records, reward, settings)}
+        with reward:  # its workers start while the model loads
+            model, tokenizer, described = load_model(args.model or inputs.model, args.adapter, args.dtype,
+                                                     args.device)
+            result = {"model": described, "problems_from": inputs.where,
+                      **evaluate(model, tokenizer, inputs.records, reward, settings)}
         completions = result.pop("completions")
         if baseline is not None:
             result["comparison"] = compare(result, baseline, settings.seed, settings.bootstrap_rounds)

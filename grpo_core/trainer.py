@@ -317,6 +317,7 @@ class Trainer:
             self.reward.close()
             return {"step": done, "total_steps": self.total_steps, "output_dir": str(self.out), "complete": True,
                     "interrupted": None}
+        self.reward.open()  # its workers boot while the first completions are generated
         handlers = {}
         with contextlib.suppress(ValueError):  # signal handlers only install on the main thread
             for sig in (signal.SIGINT, signal.SIGTERM):

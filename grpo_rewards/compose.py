@@ -197,13 +197,17 @@ class CompositeReward:
         with `.batch(...)` for its batch manager); see `integrations.verl`."""
         return self._adapter("verl")(self, none_score)
 
+    def open(self) -> None:
+        """Start every member's workers in the background (`Scorer.open`); entering the reward does."""
+        for member in self.members:
+            member.scorer.open()
+
     def close(self) -> None:
         for member in self.members:
             member.scorer.close()
 
     def __enter__(self) -> CompositeReward:
-        for member in self.members:
-            member.scorer.open()
+        self.open()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -314,7 +314,7 @@ def test_entering_a_reward_starts_its_sandbox_before_the_first_batch():
     with reward:
         backend = reward.members[0].scorer.backend()
         deadline = time.monotonic() + 60
-        while not backend.pids and time.monotonic() < deadline:
+        while backend._pool.booting and time.monotonic() < deadline:
             time.sleep(0.02)
         assert backend.pids  # its worker is up, and no batch was scored
         pids = [backend._pool.zygote_pid, *backend.pids]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from fractions import Fraction
 
 import pytest
@@ -292,6 +293,18 @@ def test_close_stops_workers_and_is_idempotent():
     s.close()
     s.close()
     assert all(_gone(pid) for pid in pids)  # reaped too, not left as zombies
+
+
+@pytest.mark.timeout(60)
+def test_entering_starts_the_workers_before_the_first_batch():
+    with MathAccuracy(memory_mb=650) as s:  # a pool of its own
+        deadline = time.monotonic() + 30
+        while s._pool.booting and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(s._pool.pids) == s._pool.size  # up, with nothing scored
+        pids = list(s._pool.pids) + [s._pool.zygote_pid]
+        assert s.score([Sample(completion="\\boxed{1}", reference={"answer": "1"})])[0].value == 1.0
+    assert all(_gone(pid) for pid in pids)
 
 
 @pytest.mark.timeout(60)

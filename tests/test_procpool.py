@@ -103,3 +103,21 @@ def test_lazy_chunks_are_taken_as_workers_have_room_and_a_failing_source_raises_
             pool.map([["1"], ["2"]], [5])  # one limit for two chunks
     finally:
         pool.close()
+
+
+def test_start_boots_the_pool_in_the_background_and_map_uses_what_it_booted():
+    pool = _pool(2)
+    try:
+        pool.start()
+        assert pool.booting and not pool.pids  # it returned before the boot
+        deadline = time.monotonic() + 30
+        while pool.booting and time.monotonic() < deadline:
+            time.sleep(0.01)
+        booted = sorted(pool.pids)
+        assert len(booted) == 2  # both workers forked, with no map
+        pool.start()  # up already: nothing more starts
+        assert not pool.booting
+        assert [c[0].value for c in pool.map([["1 + 1"], ["2 + 2"]], 5)] == [2, 4]
+        assert sorted(pool.pids) == booted
+    finally:
+        pool.close()

@@ -305,6 +305,7 @@ class WorkerPool:
         self._zygotes: list[_ZygoteHandle] = []  # the current one, if any
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._starting: threading.Thread | None = None  # see start()
         self.kills = 0  # workers killed for overrunning, for tests and stats
         self.restarts = 0  # workers replaced after a death or a kill
         weakref.finalize(self, _shutdown, self._workers, self._zygotes)
@@ -380,6 +381,27 @@ class WorkerPool:
         with self._lock:
             self._ensure_workers()
             return _Batch(self, source).run()
+
+    def start(self) -> None:
+        """Boot the zygote and fork the workers on a thread, and return at once: the caller goes on
+        (loading data, making its first tasks) while the pool boots on another core. `map` waits
+        for that boot where it comes first (not for priming). No-op where the platform lacks a pool."""
+        with self._lock:
+            if not self._workers and not self.booting and platform_gap() is None:
+                self._starting = threading.Thread(target=self._boot, name="procpool-start", daemon=True)
+                self._starting.start()
+
+    @property
+    def booting(self) -> bool:
+        """Whether a `start` is still booting the pool."""
+        return self._starting is not None and self._starting.is_alive()
+
+    def _boot(self) -> None:
+        with self._lock:
+            try:
+                self._ensure_workers()
+            except OSError:
+                pass  # e.g. no process could be spawned: the first map meets it again and says so
 
     def wait_primed(self, timeout_s: float) -> bool:
         """Start the pool if needed, wait until its priming is done and its workers have it; whether

@@ -102,7 +102,6 @@ class LocalSandbox(SandboxBackend):
         self._pool = _executor_pool(self.size, self.scratch_mb)
         self._report: dict | None = None  # the first worker's ("layers",) answer
         self._lock = threading.Lock()
-        self._starting: threading.Thread | None = None  # see start()
         self._warned = False
 
     # ---- public ---------------------------------------------------------------------------
@@ -129,18 +128,7 @@ class LocalSandbox(SandboxBackend):
         return self._pool.restarts
 
     def start(self) -> None:
-        """Boot the pool and ask a worker for its layers, on a thread: the caller goes on (reading
-        its data, making its first jobs) on this core while the pool boots on another."""
-        with self._lock:
-            if self._report is None and self._starting is None:
-                self._starting = threading.Thread(target=self._start_quietly, name="sandbox-start", daemon=True)
-                self._starting.start()
-
-    def _start_quietly(self) -> None:
-        try:
-            self._layer_report()
-        except (OSError, RuntimeError):
-            pass  # the caller's first run_many meets it again and answers each job with it
+        self._pool.start()
 
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
         return self.run_many([Job(code, stdin or "", limits or Limits())])[0]
@@ -149,8 +137,8 @@ class LocalSandbox(SandboxBackend):
         """Runs `jobs` `workers` at a time; a lazy iterable is taken a job at a time as workers
         have room, so making the next jobs overlaps the runs of the earlier ones."""
         jobs, taken = iter(jobs), []  # on a pool failure: those taken, then the rest, each gets its answer
-        early = []  # made while the pool boots (started by `start`), rather than after
-        while self._starting is not None and self._starting.is_alive() and (job := next(jobs, None)) is not None:
+        early = []  # made while the pool boots (see `start`), rather than after it
+        while self._pool.booting and (job := next(jobs, None)) is not None:
             early.append(job)
         jobs = itertools.chain(early, jobs)
         try:

@@ -260,6 +260,9 @@ class MathAccuracy(Scorer):
                 self._pool = _acquire_pool(size, self.params.memory_mb)
             return self._pool
 
+    def open(self) -> None:
+        self._ensure_pool().start()
+
     def _resolve(self, keys: list[Key]) -> dict[Key, Verdict]:
         verdicts: dict[Key, Verdict] = {}
         while keys:
