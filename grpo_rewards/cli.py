@@ -7,6 +7,8 @@ stderr, no traceback), 130 interrupted. Results go to stdout (or the `--output` 
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import importlib
 import json
 import statistics
@@ -36,6 +38,10 @@ from grpo_rewards.spec import spec_json_schema
 
 MAX_REPORTED_PROBLEMS = 20
 PARQUET_SUFFIXES = (".parquet", ".pq")
+
+# At exit what is left goes with the process: frozen, it is not walked by the interpreter's last
+# collections, which took ~40 ms of every command over the registry's and pydantic's objects.
+atexit.register(gc.freeze)
 
 
 def _stdout() -> Console:
