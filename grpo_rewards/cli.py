@@ -15,12 +15,11 @@ import statistics
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -249,15 +248,24 @@ def batches_of_groups(samples: Sequence[Sample], group_size: int | None, batch_s
 
 def _scored_batches(reward: CompositeReward, samples: list[Sample], group_size: int | None, batch_size: int,
                     show_progress: bool) -> Iterator[tuple[list[int], RewardBatch]]:
-    columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     console = _stderr()
     # Off when stderr is not a terminal: rich would print one stale bar at the end into the log.
-    with Progress(*columns, console=console, disable=not (show_progress and console.is_terminal)) as progress:
-        task = progress.add_task("scoring", total=len(samples))
+    progress = _progress(console) if show_progress and console.is_terminal else None
+    with progress if progress is not None else nullcontext():
+        task = progress.add_task("scoring", total=len(samples)) if progress is not None else None
         for indices in batches_of_groups(samples, group_size, batch_size):
             # A batch holds whole groups in order, so the same grouping rule finds them again inside it.
             yield indices, reward.score([samples[i] for i in indices], group_size)
-            progress.advance(task, len(indices))
+            if progress is not None:
+                progress.advance(task, len(indices))
+
+
+def _progress(console: Console) -> Any:
+    # rich.progress only when a bar is shown: it costs ~5 ms of every command's start otherwise.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    return Progress(*columns, console=console)
 
 
 TOTAL = ("total",)  # the totals' key: a tuple, so no scorer alias (a string) can collide with it

@@ -13,10 +13,13 @@ import signal
 import subprocess
 import sys
 import time
+from io import StringIO
 
 import pytest
 from reward_helpers import Slow, cli_path, subprocess_env, write_entry_point, write_jsonl
+from rich.console import Console
 
+from grpo_rewards import cli
 from grpo_rewards.cli import atomic_output, main
 
 
@@ -97,6 +100,16 @@ def test_schema_to_stdout_and_file(helpers_site, tmp_path, capsys):
     assert "max_chars" in json.dumps(schema)
     assert main(["schema", "--output", str(tmp_path / "s.json")]) == 0
     assert json.loads((tmp_path / "s.json").read_text()) == schema
+
+
+def test_score_shows_a_progress_bar_on_a_terminal_and_none_otherwise(spec_file, tmp_path, monkeypatch):
+    src = write_jsonl(tmp_path / "in.jsonl", RECORDS)
+    for terminal in (True, False):
+        err = StringIO()
+        monkeypatch.setattr(cli, "_stderr", lambda: Console(file=err, force_terminal=terminal, width=100))
+        assert main(["score", "--spec", str(spec_file), "--input", str(src), "--output", str(tmp_path / "o.jsonl"),
+                     "--batch-size", "2"]) == 0
+        assert ("scoring" in err.getvalue() and "4/4" in err.getvalue()) is terminal
 
 
 def test_score_writes_one_line_per_input_and_a_summary(spec_file, tmp_path, capsys):
