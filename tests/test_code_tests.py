@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import linecache
+import sys
 import time
 
 import pytest
@@ -15,7 +18,7 @@ from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.code import CodeTests
 from grpo_rewards.scorers.code_formats import parse_reference
-from grpo_rewards.scorers.code_harness import assert_job, assert_list_suite, compare_output, split_check
+from grpo_rewards.scorers.code_harness import PROGRAM_SIDE, assert_job, assert_list_suite, compare_output, split_check
 from grpo_rewards.scorers.code_wire import decode
 
 pytestmark = pytest.mark.timeout(120)
@@ -233,6 +236,18 @@ def test_humaneval_tests_keep_decorators_and_non_ascii_offsets(scorer):
         assert one(scorer, "def f(x):\n    return x + 1\n", reference).value == 1.0
         assert one(scorer, "def f(x):\n    return x\n", reference).value == 0.0
     assert split_check(decorated, "f").items[0].src.startswith("@tag\n")
+
+
+def test_the_programs_side_warms_up_where_it_is_defined_and_leaves_nothing_behind():
+    """Its definitions end by answering one load request with calls (the seed runs them once, then
+    forks every program's process): answered in full, and nothing of it stays."""
+    *definitions, _ = ast.parse(PROGRAM_SIDE).body
+    space = {"__name__": "__main__", "__builtins__": __builtins__}
+    exec(compile(ast.Module(definitions, []), "peer.py", "exec"), space)
+    modules, lines = dict(sys.modules), dict(linecache.cache)
+    assert space["_warm_up"]() is True
+    assert space["_objects"] == {} and space["_numbers"] == {}
+    assert sys.modules == modules and linecache.cache == lines
 
 
 def test_unscorable_references_and_odd_input(scorer):
