@@ -179,19 +179,38 @@ def _load_request(suite, helpers=""):
     (["assert abs(f(1) - 2.0) < 1e-6", "assert sorted(f(3)) == [1]"], "", [("f", [1], {}), ("f", [3], {})]),
     (["assert f(1, y={'k': (1, 2)}) == 0"], "", [("f", [1], {"y": {"k": (1, 2)}})]),
     (["assert math.floor(f(1.5)) == 1"], "import math", [("f", [1.5], {})]),  # a module the reference imports
-    (["assert f(1) == 1", "assert f(*[1, 2]) == 3"], "", []),  # starred: not literal
+    (["assert f(*[1, 2]) == 3", "assert f(1) == 1"], "", []),  # starred: not literal
+    (["assert f(1) == 1", "assert f(*[1, 2]) == 3", "assert f(2) == 2"], "", [("f", [1], {})]),  # up to it
+    (["assert f(1) == 1", "assert True", "assert abs(-1) == 1", "assert f(2) == 2"], "",
+     [("f", [1], {}), ("f", [2], {})]),  # tests calling no program function and reading no name of it
+    (["assert f(1) == 1", "assert LIMIT > 0", "assert f(2) == 2"], "", [("f", [1], {})]),  # a name it may bind
+    (["assert f(1) == 1", "assert f", "assert f(2) == 2"], "", [("f", [1], {})]),
+    (["assert f(1) == 1", "assert LIMIT > 0", "assert f(2) == 2"], "LIMIT = 3",
+     [("f", [1], {}), ("f", [2], {})]),  # ... unless the reference binds it
+    (["assert f(1) == 2, str(f(1))", "assert f(2) == 3"], "", []),  # the message calls it again on failure
     (["assert f(**{'x': 1}) == 1"], "", []),
     (["assert f(g(1)) == 1"], "", []),  # two calls of the program's names
     (["assert obj.method(1) == 2"], "", []),  # a method of a name the reference does not bind
     (["assert (lambda: f(1))() == 1"], "", []),  # a call of a call
     (["assert helper(f(1)) == 1"], "def helper(x):\n    return x", []),  # the reference's own function
-    (["assert f(1) == 1", "x = print(2)", "assert f(2) == 2"], "", []),  # a statement between tests calls
-    (["assert f(1) == 1", "assert f(2 ==", "assert f(3) == 3"], "", []),  # a test that does not parse
+    (["assert f(1) == 1", "x = print(2)", "assert f(2) == 2"], "",
+     [("f", [1], {}), ("f", [2], {})]),  # a test calling only a builtin on plain data
+    (["assert f(1) == 1", "assert f(2 ==", "assert f(3) == 3"], "", [("f", [1], {})]),  # a test that does not parse
 ])
 def test_calls_made_ahead_only_when_the_order_of_program_calls_is_certain(tests, setup, ahead):
     names, calls = _load_request(assert_list_suite(tests, setup))
     assert calls == ahead
     assert not {"abs", "sorted", "print", "range"} & set(names)  # builtins are never the program's
+
+
+def test_calls_are_made_ahead_up_to_a_statement_between_tests_that_calls():
+    check = ("def check(candidate):\n    assert candidate(1) == 1\n    x = candidate(5)\n"
+             "    assert candidate(2) == 2\n    y = 3\n")
+    suite = split_check(check, "f")
+    assert [i.kind for i in suite.items] == ["test", "setup", "test", "setup"]
+    assert _load_request(suite)[1] == [("f", [1], {})]
+    quiet = split_check(check.replace("x = candidate(5)", "x = 5"), "f")
+    assert _load_request(quiet)[1] == [("f", [1], {}), ("f", [2], {})]
 
 
 def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():

@@ -304,10 +304,11 @@ def reference_helpers(prompt: str, entry_point: str) -> str:
 
 
 def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
-    """The program calls the tests will make, in order, when that order is certain: every test
-    is one statement making exactly one call of a program function, with literal arguments, and
-    otherwise calling only builtins and methods (which cannot reach the program on plain data);
-    the setup statements between tests call nothing. Empty otherwise (the tests then ask as they go)."""
+    """The program calls the tests will make first, in order, as far as that order is certain:
+    each test up to the first that is not so makes one call of a program function with literal
+    arguments, or none and reads no name the program could bind, and otherwise calls only
+    builtins and methods (which cannot reach the program on plain data); the setup statements
+    among them call nothing. The tests ask for the calls after those as they go."""
     if suite.pytest_module:
         return ()
     return _calls_ahead(tuple((i.kind, _item_facts(i)) for i in suite.items), suite.param, suite.entry_point,
@@ -318,18 +319,15 @@ def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
 def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]) -> tuple:
     calls = []
     for kind, facts in items:
-        if not facts.parses:
-            return ()
+        if not facts.parses or kind == "setup" and facts.calls:
+            break
         if kind == "setup":
-            if facts.calls:
-                return ()
             continue
-        if not facts.single:
-            return ()
-        call = _the_program_call(facts.calls, param, entry_point, reference)
-        if call is None:
-            return ()
-        calls.append(call)
+        call = _the_program_call(facts.calls, param, entry_point, reference) if facts.single else None
+        if call is None or not call and not facts.loads <= _BUILTIN_NAMES | reference:
+            break
+        if call:
+            calls.append(call)
     return tuple(calls)
 
 
@@ -373,7 +371,7 @@ def _the_program_call(calls: tuple, param: str | None, entry_point: str | None, 
         if found is not None or name in reference or literal is None:
             return None
         found = (entry_point if name == param else name, *literal)
-    return found
+    return () if found is None else found  # (): it calls no program function
 
 
 @functools.lru_cache(maxsize=1024)
