@@ -11,9 +11,9 @@ doing (`error`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-import itertools
 import secrets
 import sys
 import threading

@@ -125,6 +125,7 @@ def create_app(reward: CompositeReward, settings: ServerSettings | None = None) 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        reward.open()  # its workers boot now, not during the first request
         batcher.start()
         yield
         # uvicorn runs this after every in-flight request has been answered.
