@@ -59,10 +59,10 @@ class Job:
     `code` starts (so the peer can work on it while `code`'s process starts). The peer's
     statements before its last only define (functions, classes, imports, constants; or warm the
     code up, leaving nothing behind) and its last starts it: a backend may run the definitions
-    once for many peers. So does `code` of a
-    job with a peer: a backend may run its definitions once for many jobs in one process,
-    putting the module's globals back after each, so a job keeps its state in globals it binds,
-    never in objects the definitions made (a class's attributes, a module-level dict)."""
+    once for many peers. So does `code` of a job with a peer: a backend may run its definitions
+    once for many jobs in one process, putting the module's globals back after each, so a job
+    keeps its state in globals it binds, never in objects the definitions made (a class's
+    attributes, a module-level dict)."""
 
     code: str
     stdin: str = ""
