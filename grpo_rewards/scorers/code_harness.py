@@ -33,12 +33,15 @@ from grpo_rewards.scorers.code_wire import REPORT_PREFIX, encode, frame
 @dataclass(frozen=True, eq=False)  # compared by identity: a cache key for what is read from it
 class StatementFacts:
     """What a job needs of a test's text, read from its syntax tree in one walk: whether it
-    parses as one statement, the names it reads, and each call it makes (`_call_summary`), in order."""
+    parses as one statement, the names it reads and binds, each call it makes (`_call_summary`),
+    in order, and whether each of those calls runs exactly once (`_runs_each_call_once`)."""
 
     parses: bool
     single: bool
     loads: frozenset[str]
     calls: tuple[tuple, ...]
+    stores: frozenset[str] = frozenset()
+    each_call_once: bool = False
 
 
 @dataclass
@@ -221,6 +224,14 @@ _SOURCES = {name: Path(__file__).with_name(name).read_text(encoding="utf-8")
 TESTS_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_runtime.py"] + "\n_main()\n"
 PROGRAM_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_program_side.py"] + "\n_serve_requests(3)\n"
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# Builtins that, on plain data, run no code but the interpreter's: a test calling them besides its
+# program call cannot reach the program. An allow-list: any other (eval, exec, getattr, setattr,
+# map, filter, iter, next, __import__, globals, vars, open, ...) stops the calls made ahead.
+_PURE_BUILTINS = frozenset({
+    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "chr", "complex", "dict", "divmod", "enumerate", "float",
+    "format", "frozenset", "hash", "hex", "int", "isinstance", "len", "list", "max", "min", "oct", "ord", "pow",
+    "print", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip",
+    "True", "False", "None"})
 
 
 def _tests_source(suite: AssertSuite) -> str:
@@ -243,13 +254,42 @@ def _tests_source(suite: AssertSuite) -> str:
 
 def _facts(nodes: list[ast.AST], single: bool) -> StatementFacts:
     """`nodes`: a statement's `_walk` (its calls are summarised in that order)."""
-    loads, calls = set(), []
+    loads, stores, calls, forks = set(), set(), [], []
     for node in nodes:
-        if type(node) is ast.Name and type(node.ctx) is ast.Load:
-            loads.add(node.id)
-        elif type(node) is ast.Call:
+        kind = type(node)
+        if kind is ast.Name:
+            (loads if type(node.ctx) is ast.Load else stores).add(node.id)
+        elif kind is ast.Call:
             calls.append(_call_summary(node))
-    return StatementFacts(True, single, frozenset(loads), tuple(calls))
+        elif kind in _BRANCHING:
+            forks.append(node)
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            stores.add(node.name)
+        elif kind in (ast.Import, ast.ImportFrom):
+            stores.update((a.asname or a.name).split(".")[0] for a in node.names)
+    statement = next((n for n in nodes if isinstance(n, ast.stmt)), None)
+    return StatementFacts(True, single, frozenset(loads), tuple(calls), frozenset(stores),
+                          type(statement) in _SIMPLE_STATEMENTS and not (calls and _calls_may_skip(forks)))
+
+
+# Statements that evaluate each of their expressions once, in order (not a loop, a branch, a
+# handler or a definition), and the expressions that may skip or repeat a part of themselves.
+_SIMPLE_STATEMENTS = (ast.Assert, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)
+_BRANCHING = (ast.Assert, ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+              ast.GeneratorExp)
+
+
+def _calls_may_skip(forks: list[ast.AST]) -> bool:
+    """Whether a call sits where it may run not at all or more than once: an assertion's message,
+    an operand after the first of `and`/`or`, a branch of `x if c else y`, a lambda's or a
+    comprehension's body."""
+    for node in forks:
+        kind = type(node)
+        parts = ([node.msg] if kind is ast.Assert else node.values[1:] if kind is ast.BoolOp
+                 else [node.body, node.orelse] if kind is ast.IfExp else [node])
+        if any(type(n) is ast.Call for part in parts if part is not None for n in _walk(part)):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=4096)  # a group's completions share their reference
@@ -304,11 +344,13 @@ def reference_helpers(prompt: str, entry_point: str) -> str:
 
 
 def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
-    """The program calls the tests will make first, in order, as far as that order is certain:
-    each test up to the first that is not so makes one call of a program function with literal
-    arguments, or none and reads no name the program could bind, and otherwise calls only
-    builtins and methods (which cannot reach the program on plain data); the setup statements
-    among them call nothing. The tests ask for the calls after those as they go."""
+    """The program calls the tests will make first, in order, as far as that order is certain.
+    Up to the first statement that is not so, each test is one simple statement that makes one
+    call of a program function with literal arguments, or none; every other call it makes, each
+    exactly once, is of a builtin that runs no one else's code on plain data (`_PURE_BUILTINS`:
+    not `eval`, `getattr`, `map`, ...) or a method; and it reads no name but those builtins, the
+    reference's, the ones the tests bound before it and the function it calls. A setup statement
+    among them calls nothing and reads the same names. The tests ask for the rest as they go."""
     if suite.pytest_module:
         return ()
     return _calls_ahead(tuple((i.kind, _item_facts(i)) for i in suite.items), suite.param, suite.entry_point,
@@ -317,17 +359,20 @@ def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
 
 @functools.lru_cache(maxsize=1024)  # a group's completions share their reference
 def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]) -> tuple:
-    calls = []
+    calls, bound = [], frozenset()  # bound: names the tests' own statements bind (may shadow the program's)
     for kind, facts in items:
-        if not facts.parses or kind == "setup" and facts.calls:
+        if not facts.parses or not facts.single or not facts.each_call_once:
             break
         if kind == "setup":
-            continue
-        call = _the_program_call(facts.calls, param, entry_point, reference) if facts.single else None
-        if call is None or not call and not facts.loads <= _BUILTIN_NAMES | reference:
+            call = () if not facts.calls else None
+        else:
+            call = _the_program_call(facts.calls, param, entry_point, reference | bound)
+        known = _PURE_BUILTINS | reference | bound
+        if call is None or not facts.loads <= (known | {param, call[0]} if call else known):
             break
         if call:
             calls.append(call)
+        bound |= facts.stores
     return tuple(calls)
 
 
@@ -366,8 +411,10 @@ def _the_program_call(calls: tuple, param: str | None, entry_point: str | None, 
         if summary[0] == "other":
             return None
         _, name, literal = summary
-        if name in _BUILTIN_NAMES and name not in reference:
+        if name in _PURE_BUILTINS and name not in reference:
             continue
+        if name in _BUILTIN_NAMES and name not in reference:
+            return None  # eval, getattr, map, __import__, ...: it may run the program's code
         if found is not None or name in reference or literal is None:
             return None
         found = (entry_point if name == param else name, *literal)

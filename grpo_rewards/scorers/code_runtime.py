@@ -43,7 +43,7 @@ class _Program:
         self.channel, self.number, self.deadline, self.last = channel, 1, _time.monotonic() + _Case.limit, _NOTHING
         self.classes = {}  # (name, builtin base) -> the class standing in for a program exception class
         self.ahead = []  # [name, encoded arguments, reply]: calls the program made in advance, in order
-        self.names = {}  # handle number -> the program's global name it was read as
+        self.names = {}  # handle number -> the program's global names it was read as (aliases too)
 
     def send(self, op, *args):
         """Send a request with what is left of the time limit; returns its number."""
@@ -73,8 +73,8 @@ class _Program:
         """A call of the program's function: answered by a call made in advance when it is the next
         one and has the same arguments, otherwise asked now (and the advance calls dropped)."""
         if self.ahead:
-            name = self.names.get(object.__getattribute__(handle, "_n"))
-            if self.ahead[0][0] == name and self.ahead[0][1] == encode([list(args), kwargs], _ref_of):
+            names = self.names.get(object.__getattribute__(handle, "_n"), ())
+            if self.ahead[0][0] in names and self.ahead[0][1] == encode([list(args), kwargs], _ref_of):
                 return self.result(self.ahead.pop(0)[2])
             self.ahead = []
         return self.ask("call", handle, list(args), kwargs)
@@ -451,7 +451,7 @@ def _loaded(data):
                           for call, reply in zip(data["ahead"], replies) for name in call[:1]]
     for name, value in names.items():
         if type(value) is ProgramHandle:
-            _program.names[object.__getattribute__(value, "_n")] = name
+            _program.names.setdefault(object.__getattribute__(value, "_n"), set()).add(name)
     return names
 
 
