@@ -38,10 +38,6 @@ from grpo_rewards.spec import spec_json_schema
 MAX_REPORTED_PROBLEMS = 20
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
-# At exit what is left goes with the process: frozen, it is not walked by the interpreter's last
-# collections, which took ~40 ms of every command over the registry's and pydantic's objects.
-atexit.register(gc.freeze)
-
 
 def _stdout() -> Console:
     return Console(highlight=False)
@@ -313,21 +309,22 @@ def _checked_samples(reward: CompositeReward, records: list[dict[str, Any]], whe
 def cmd_score(args: argparse.Namespace) -> int:
     args.output_file = OutputFile(args.output, [args.input])
     reward = build(args.spec, _registry())
-    with reward, atomic_output(args.output) as fh:  # entered first: the scorers' workers start while the data loads
+    with reward:  # entered first: the scorers' workers start while the data loads
         records = read_records(args.input)
         samples = _checked_samples(reward, records, str(args.input))
         summary = Summary(reward.aliases)
         diagnostics = RewardDiagnostics(reward.aliases)
         lines: list[str | None] = [None] * len(records)  # in input order; a batch may hold scattered groups
-        for indices, batch in _scored_batches(reward, samples, args.group_size, args.batch_size,
-                                              not args.no_progress):
-            for j, i in enumerate(indices):
-                out = {"index": i, **({"id": records[i]["id"]} if "id" in records[i] else {})}
-                out.update(batch.record(j, with_info=args.with_info))
-                lines[i] = json.dumps(out, default=repr) + "\n"
-            summary.add(batch)
-            diagnostics.add(batch, [samples[i].completion_text for i in indices])
-        fh.writelines(line for line in lines if line is not None)
+        with atomic_output(args.output) as fh:
+            for indices, batch in _scored_batches(reward, samples, args.group_size, args.batch_size,
+                                                  not args.no_progress):
+                for j, i in enumerate(indices):
+                    out = {"index": i, **({"id": records[i]["id"]} if "id" in records[i] else {})}
+                    out.update(batch.record(j, with_info=args.with_info))
+                    lines[i] = json.dumps(out, default=repr) + "\n"
+                summary.add(batch)
+                diagnostics.add(batch, [samples[i].completion_text for i in indices])
+            fh.writelines(line for line in lines if line is not None)
     # With `--output -` the results own standard output: the summary goes to stderr.
     console = _stderr() if Path(args.output) == STDIO else _stdout()
     console.print(summary.table(dict(zip(reward.aliases, reward.weights, strict=True))))
@@ -535,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the command itself, not a caller in a longer process
+        # At exit what is left goes with the process: frozen, it is not walked by the interpreter's
+        # last collections, which took ~40 ms of every command over the registry's and pydantic's objects.
+        atexit.register(gc.freeze)
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sandbox-check"]:
         # Everything after it belongs to the check (argparse's REMAINDER mis-parses leading options).

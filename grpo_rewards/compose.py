@@ -200,7 +200,10 @@ class CompositeReward:
     def open(self) -> None:
         """Start every member's workers in the background (`Scorer.open`); entering the reward does."""
         for member in self.members:
-            member.scorer.open()
+            try:
+                member.scorer.open()
+            except Exception as exc:  # noqa: BLE001 - only a head start: its first batch meets the failure
+                log.warning("%s: its workers could not be started ahead: %s: %s", member.alias, type(exc).__name__, exc)
 
     def close(self) -> None:
         for member in self.members:

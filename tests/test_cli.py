@@ -112,6 +112,16 @@ def test_score_shows_a_progress_bar_on_a_terminal_and_none_otherwise(spec_file, 
         assert ("scoring" in err.getvalue() and "4/4" in err.getvalue()) is terminal
 
 
+def test_score_with_an_unreadable_input_creates_nothing_and_registers_nothing_at_exit(spec_file, tmp_path,
+                                                                                       monkeypatch, capsys):
+    registered = []
+    monkeypatch.setattr(cli.atexit, "register", lambda *a: registered.append(a))
+    out = tmp_path / "outdir" / "sub" / "o.jsonl"
+    assert main(["score", "--spec", str(spec_file), "--input", str(tmp_path / "nope.jsonl"), "--output", str(out)]) == 2
+    assert "nope.jsonl" in capsys.readouterr().err and not (tmp_path / "outdir").exists()
+    assert registered == []  # gc.freeze at exit only for the command itself, not a caller's process
+
+
 def test_score_writes_one_line_per_input_and_a_summary(spec_file, tmp_path, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", RECORDS)
     out = tmp_path / "deep" / "out.jsonl"

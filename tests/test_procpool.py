@@ -5,6 +5,7 @@ chunks pipelined to a worker and requeued when it is killed, and work after each
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -119,5 +120,33 @@ def test_start_boots_the_pool_in_the_background_and_map_uses_what_it_booted():
         assert not pool.booting
         assert [c[0].value for c in pool.map([["1 + 1"], ["2 + 2"]], 5)] == [2, 4]
         assert sorted(pool.pids) == booted
+    finally:
+        pool.close()
+
+
+def test_a_close_right_after_start_leaves_no_process():
+    pool = _pool(2)
+    pool.start()
+    pool.close()
+    if pool._starting is not None:
+        pool._starting.join(30)
+    assert pool.pids == [] and pool.zygote_pid is None
+
+
+def test_a_child_forked_while_the_pool_boots_can_use_it():
+    pool = _pool(1)
+    try:
+        pool.start()
+        assert pool.booting
+        pid = os.fork()
+        if pid == 0:  # the boot thread's lock was held at the fork: the child must not wait on it
+            signal.alarm(20)
+            try:
+                [[result]] = pool.map([["6 * 7"]], 5)
+                os._exit(0 if result.value == 42 else 1)
+            finally:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
     finally:
         pool.close()

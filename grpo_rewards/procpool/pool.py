@@ -306,10 +306,12 @@ class WorkerPool:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._starting: threading.Thread | None = None  # see start()
+        self._closes = 0  # a boot started before a close() does not boot
         self.kills = 0  # workers killed for overrunning, for tests and stats
         self.restarts = 0  # workers replaced after a death or a kill
         weakref.finalize(self, _shutdown, self._workers, self._zygotes)
         atexit.register(_shutdown, self._workers, self._zygotes)
+        _POOLS.add(self)
 
     @property
     def pids(self) -> list[int]:
@@ -385,19 +387,27 @@ class WorkerPool:
     def start(self) -> None:
         """Boot the zygote and fork the workers on a thread, and return at once: the caller goes on
         (loading data, making its first tasks) while the pool boots on another core. `map` waits
-        for that boot where it comes first (not for priming). No-op where the platform lacks a pool."""
-        with self._lock:
+        for that boot where it comes first (not for priming). No-op where the platform lacks a pool,
+        and where the pool is in use (a map holds it: it is up or booting)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             if not self._workers and not self.booting and platform_gap() is None:
-                self._starting = threading.Thread(target=self._boot, name="procpool-start", daemon=True)
+                self._starting = threading.Thread(target=self._boot, args=(self._closes,), name="procpool-start",
+                                                  daemon=True)
                 self._starting.start()
+        finally:
+            self._lock.release()
 
     @property
     def booting(self) -> bool:
         """Whether a `start` is still booting the pool."""
         return self._starting is not None and self._starting.is_alive()
 
-    def _boot(self) -> None:
+    def _boot(self, closes: int) -> None:
         with self._lock:
+            if closes != self._closes:
+                return  # closed since start()
             try:
                 self._ensure_workers()
             except OSError:
@@ -417,10 +427,24 @@ class WorkerPool:
 
     def close(self) -> None:
         with self._lock:
+            self._closes += 1
             if self._pid == os.getpid():
                 _shutdown(self._workers, self._zygotes)
             self._workers.clear()
             self._zygotes.clear()
+
+
+# A child forked while a pool's lock was held (by a boot thread, or a map on another thread) would
+# inherit it held, with no thread left to release it: each pool gets a fresh lock in the child.
+_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+def _fresh_locks_in_child() -> None:
+    for pool in list(_POOLS):
+        pool._lock, pool._starting = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def _shutdown(workers: list[_Worker], zygotes: list[_ZygoteHandle]) -> None:

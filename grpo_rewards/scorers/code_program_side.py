@@ -213,6 +213,8 @@ def _warm_up():
     except BaseException:  # noqa: BLE001
         return False
     finally:
+        if 0 in _objects:
+            _objects[0].__dict__.clear()  # its function and globals would be a cycle, left to the collector
         _objects.clear()
         _numbers.clear()
         for name, module in kept.items():
