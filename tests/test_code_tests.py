@@ -196,6 +196,11 @@ REACHING_BUILTINS = ["assert eval('f(2)') == 2", "exec('assert f(2) == 2')", "as
     (["assert f(1) == 1", "assert LIMIT > 0", "assert f(2) == 2"], "LIMIT = 3",
      [("f", [1], {}), ("f", [2], {})]),  # ... unless the reference binds it
     (["assert f(1) == 2, str(f(1))", "assert f(2) == 3"], "", []),  # the message calls it again on failure
+    (["assert f(1) == 1", "assert solution.f(2) == 2"], "import solution", []),  # a setup that may call it first
+    (["assert f(1) == 1", "assert s.f(2) == 2"], "import solution as s", []),
+    (["assert f(1) == 1"], "x = eval('1')", []),
+    (["assert f(1) == 1"], "import math\nX = math.pi", [("f", [1], {})]),
+    (["assert f(1) == 1", "from solution import f as g", "assert f(3) == 3"], "", [("f", [1], {})]),
     (["assert True or f(1) == 1", "assert f(2) == 2"], "", []),  # a call that may not run
     (["assert f(1) == CONST", "assert f(2) == 2"], "", []),  # a name of the program's read besides the call
     (["assert count() == 0", "f = abs", "assert f(-3) == 3"], "", [("count", [], {})]),  # a name the tests rebound
@@ -236,9 +241,13 @@ COUNTER = "n = [0]\ndef f(x=None):\n    n[0] += 1\n    return n[0]\ndef count():
     ["assert count() == 0", "assert True or f(1) == 1", "assert count() == 0"],  # also wrong before this rule
     ["for _ in range(2):\n    assert f(1) > 0", "assert f(2) == 3"],  # a loop: its one call runs twice
     ["assert f(1) == 1", "assert f(2) == 2", "assert g(3) == 3"],  # two names of one function
+    ["assert f(1) == 1", "import solution", "assert solution.f(2) == 2", "assert f(3) == 3"],  # its module
+    ["assert f(1) == 1", "from solution import g", "assert g(2) == 2", "assert f(3) == 3"],
+    ["import math", "assert f(1) == 1", "assert math.floor(f(2)) == 2", "assert f(3) == 3"],  # not the program's
     ["assert f(1) == 1", "assert f(2) == 9, str(f(2))", "assert f(4) == 4", "assert count() == 4"],
 ])
-def test_a_stateful_program_gets_plain_pythons_verdicts_whatever_the_tests_call(scorer, tests):
+@pytest.mark.parametrize("setup", [""])
+def test_a_stateful_program_gets_plain_pythons_verdicts_whatever_the_tests_call(scorer, tests, setup):
     """Calls made ahead must be the calls plain Python makes first, in its order: a program that
     counts its calls sees the same count either way."""
     solution = types.ModuleType("solution")
@@ -246,14 +255,24 @@ def test_a_stateful_program_gets_plain_pythons_verdicts_whatever_the_tests_call(
     expected = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "solution", solution)
+        exec(setup, solution.__dict__)
         for test in tests:
             try:
                 exec(test, solution.__dict__)
                 expected.append("passed")
             except AssertionError:
                 expected.append("failed")
-    s = one(scorer, fenced(COUNTER), {"test_list": tests})
+    s = one(scorer, fenced(COUNTER), {"test_list": tests, **({"test_setup_code": setup} if setup else {})})
     assert [t["status"] for t in s.info["tests"]] == expected, s.info
+
+
+@pytest.mark.parametrize(("tests", "setup"), [
+    (["assert f(1) == 1", "assert solution.f(2) == 2", "assert f(3) == 3"], "import solution"),
+    (["assert f(1) == 2", "assert f(2) == 3"], "import solution\nsolution.f(0)"),  # the setup calls it first
+    (["assert f(1) == 2", "assert count() == 2"], "__import__('solution').f()"),
+])
+def test_a_setup_that_reaches_the_program_runs_before_the_tests_calls(scorer, tests, setup):
+    test_a_stateful_program_gets_plain_pythons_verdicts_whatever_the_tests_call(scorer, tests, setup)
 
 
 def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():

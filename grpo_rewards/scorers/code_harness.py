@@ -254,7 +254,7 @@ def _tests_source(suite: AssertSuite) -> str:
 
 def _facts(nodes: list[ast.AST], single: bool) -> StatementFacts:
     """`nodes`: a statement's `_walk` (its calls are summarised in that order)."""
-    loads, stores, calls, forks = set(), set(), [], []
+    loads, stores, calls, forks, program_import = set(), set(), [], [], False
     for node in nodes:
         kind = type(node)
         if kind is ast.Name:
@@ -266,15 +266,18 @@ def _facts(nodes: list[ast.AST], single: bool) -> StatementFacts:
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             stores.add(node.name)
         elif kind in (ast.Import, ast.ImportFrom):
-            stores.update((a.asname or a.name).split(".")[0] for a in node.names)
+            stores.update(_imported_names(node))
+            program_import = program_import or _imports_the_program(node)
     statement = next((n for n in nodes if isinstance(n, ast.stmt)), None)
     return StatementFacts(True, single, frozenset(loads), tuple(calls), frozenset(stores),
-                          type(statement) in _SIMPLE_STATEMENTS and not (calls and _calls_may_skip(forks)))
+                          type(statement) in _SIMPLE_STATEMENTS and not program_import
+                          and not (calls and _calls_may_skip(forks)))
 
 
 # Statements that evaluate each of their expressions once, in order (not a loop, a branch, a
 # handler or a definition), and the expressions that may skip or repeat a part of themselves.
-_SIMPLE_STATEMENTS = (ast.Assert, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass)
+_SIMPLE_STATEMENTS = (ast.Assert, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass, ast.Import,
+                      ast.ImportFrom)
 _BRANCHING = (ast.Assert, ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
               ast.GeneratorExp)
 
@@ -351,8 +354,8 @@ def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
     not `eval`, `getattr`, `map`, ...) or a method; and it reads no name but those builtins, the
     reference's, the ones the tests bound before it and the function it calls. A setup statement
     among them calls nothing and reads the same names. The tests ask for the rest as they go."""
-    if suite.pytest_module:
-        return ()
+    if suite.pytest_module or _may_reach_the_program(suite.setup + "\n" + helpers):
+        return ()  # the reference's setup runs before the tests: it would come after the calls made ahead
     return _calls_ahead(tuple((i.kind, _item_facts(i)) for i in suite.items), suite.param, suite.entry_point,
                         _reference_bound(suite.setup + "\n" + helpers))
 
@@ -435,8 +438,38 @@ def _reference_bound(source: str) -> frozenset[str]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+            out.update(_imported_names(node))
     return frozenset(out)
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The names an import binds, but not those of the program's own module (`solution`, which the
+    tests' side maps to the program): those are the program's, not the reference's or the tests'."""
+    if type(node) is ast.ImportFrom:
+        return [] if _imports_the_program(node) else [a.asname or a.name for a in node.names]
+    return [(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] not in _PROGRAM_MODULES]
+
+
+@functools.lru_cache(maxsize=1024)
+def _may_reach_the_program(source: str) -> bool:
+    """Whether reference code may call the program: it imports its module (`solution`), or calls a
+    builtin off `_PURE_BUILTINS` (`__import__`, `eval`, `getattr`, ...), anywhere in it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return any(type(n) in (ast.Import, ast.ImportFrom) and _imports_the_program(n)
+               or type(n) is ast.Call and type(n.func) is ast.Name and n.func.id in _BUILTIN_NAMES
+               and n.func.id not in _PURE_BUILTINS for n in _walk(tree))
+
+
+def _imports_the_program(node: ast.Import | ast.ImportFrom) -> bool:
+    if type(node) is ast.ImportFrom:
+        return node.level > 0 or (node.module or "").split(".")[0] in _PROGRAM_MODULES
+    return any(a.name.split(".")[0] in _PROGRAM_MODULES for a in node.names)
+
+
+_PROGRAM_MODULES = ("solution", "__main__")
 
 
 def _defines(source: str, name: str) -> bool | None:
@@ -483,7 +516,8 @@ def assert_job(code: str, suite: AssertSuite, per_test_s: float, limits: Limits,
 
 def clear_caches() -> None:
     """Forget every reference prepared so far (benchmarks measure the cold path with it)."""
-    for cached in (split_check, _statement_facts, _names_read, reference_helpers, _calls_ahead, _reference_bound):
+    for cached in (split_check, _statement_facts, _names_read, reference_helpers, _calls_ahead, _reference_bound,
+                   _may_reach_the_program):
         cached.cache_clear()
 
 

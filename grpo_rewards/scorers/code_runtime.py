@@ -44,6 +44,7 @@ class _Program:
         self.classes = {}  # (name, builtin base) -> the class standing in for a program exception class
         self.ahead = []  # [name, encoded arguments, reply]: calls the program made in advance, in order
         self.names = {}  # handle number -> the program's global names it was read as (aliases too)
+        self.load_reply = None  # the load's reply, when it came while the reference's setup asked first
 
     def send(self, op, *args):
         """Send a request with what is left of the time limit; returns its number."""
@@ -56,11 +57,16 @@ class _Program:
         return self.number
 
     def receive(self, number):
+        if number == 1 and self.load_reply is not None:
+            return self.load_reply
         try:
             while True:  # a reply to a request the time limit gave up on comes first: skipped
                 reply = decode(self.channel.receive(), _made)
-                if type(reply) is list and len(reply) >= 2 and reply[0] == number and type(reply[1]) is str:
-                    return reply
+                if type(reply) is list and len(reply) >= 2 and type(reply[1]) is str:
+                    if reply[0] == number:
+                        return reply
+                    if reply[0] == 1 and self.load_reply is None:  # kept: the load is read after the setup
+                        self.load_reply = reply
         except ValueError as exc:
             raise ProgramError("the program's process sent what is not plain data: %s" % exc) from None
         except (EOFError, OSError):
