@@ -34,7 +34,8 @@ from grpo_rewards.scorers.code_wire import REPORT_PREFIX, encode, frame
 class StatementFacts:
     """What a job needs of a test's text, read from its syntax tree in one walk: whether it
     parses as one statement, the names it reads and binds, each call it makes (`_call_summary`),
-    in order, and whether each of those calls runs exactly once (`_runs_each_call_once`)."""
+    in order, and whether it is a simple statement whose calls each run exactly once and that
+    imports nothing of the program's (`each_call_once`)."""
 
     parses: bool
     single: bool
@@ -230,8 +231,7 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 _PURE_BUILTINS = frozenset({
     "abs", "all", "any", "ascii", "bin", "bool", "bytes", "chr", "complex", "dict", "divmod", "enumerate", "float",
     "format", "frozenset", "hash", "hex", "int", "isinstance", "len", "list", "max", "min", "oct", "ord", "pow",
-    "print", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip",
-    "True", "False", "None"})
+    "print", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip"})
 
 
 def _tests_source(suite: AssertSuite) -> str:
