@@ -228,10 +228,10 @@ _BUILTIN_NAMES = frozenset(dir(builtins))
 # Builtins that, on plain data, run no code but the interpreter's: a test calling them besides its
 # program call cannot reach the program. An allow-list: any other (eval, exec, getattr, setattr,
 # map, filter, iter, next, __import__, globals, vars, open, ...) stops the calls made ahead.
-_PURE_BUILTINS = frozenset({
-    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "chr", "complex", "dict", "divmod", "enumerate", "float",
-    "format", "frozenset", "hash", "hex", "int", "isinstance", "len", "list", "max", "min", "oct", "ord", "pow",
-    "print", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip"})
+_PURE_BUILTINS = frozenset(f.__name__ for f in (
+    abs, all, any, ascii, bin, bool, bytes, chr, complex, dict, divmod, enumerate, float, format, frozenset, hash, hex,
+    int, isinstance, len, list, max, min, oct, ord, pow, print, range, repr, reversed, round, set, sorted, str, sum,
+    tuple, type, zip))
 
 
 def _tests_source(suite: AssertSuite) -> str:
