@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from grpo_core.data import check_prompts, load_records
 from grpo_core.hub import load_pretrained
@@ -33,6 +30,7 @@ from grpo_core.prompts import Prompts, completion_for, eos_token_ids
 from grpo_core.rollout import generate, generation_config, left_pad
 from grpo_rewards.errors import UserError
 from grpo_rewards.fileio import OutputFile, atomic_file
+from grpo_rewards.progress import counting_bar
 
 
 def generate_completions(
@@ -70,7 +68,7 @@ def generate_completions(
     device = next(model.parameters()).device
     eos_ids = torch.tensor(eos, device=device)
     out: list[dict[str, Any]] = [{} for _ in jobs]
-    with _progress(progress, len(jobs)) as advance:
+    with counting_bar("generating", len(jobs), progress) as advance:
         for start in range(0, len(jobs), batch_size):
             chunk = jobs[start : start + batch_size]
             prompt_ids, prompt_mask = left_pad([ids[i] for i in chunk], tokenizer.pad_token_id, device)  # (b, P)
@@ -81,18 +79,6 @@ def generate_completions(
                 out[start + offset] = {**record, "completion": completion_for(record["prompt"], text)}
             advance(len(chunk))
     return out
-
-
-@contextmanager
-def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (or nothing); yields `advance(n)`."""
-    if not enabled:
-        yield lambda n: None
-        return
-    columns = (TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task("generate", total=total)
-        yield lambda n: bar.advance(task, n)
 
 
 def read_prompt_records(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:

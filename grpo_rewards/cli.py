@@ -15,7 +15,7 @@ import statistics
 import sys
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,6 +31,7 @@ from grpo_rewards.errors import ConfigError, Problem, UserError
 from grpo_rewards.fileio import STDIO, OutputFile, atomic_file, jsonl_lines
 from grpo_rewards.group import groups_of
 from grpo_rewards.probe import findings_table, probe, summary
+from grpo_rewards.progress import counting_bar
 from grpo_rewards.registry import BUILTIN_PLUGINS, Entry, Registry, load_registry
 from grpo_rewards.scorer import Sample
 from grpo_rewards.spec import spec_json_schema
@@ -246,22 +247,11 @@ def _scored_batches(reward: CompositeReward, samples: list[Sample], group_size: 
                     show_progress: bool) -> Iterator[tuple[list[int], RewardBatch]]:
     console = _stderr()
     # Off when stderr is not a terminal: rich would print one stale bar at the end into the log.
-    progress = _progress(console) if show_progress and console.is_terminal else None
-    with progress if progress is not None else nullcontext():
-        task = progress.add_task("scoring", total=len(samples)) if progress is not None else None
+    with counting_bar("scoring", len(samples), show_progress and console.is_terminal, console) as advance:
         for indices in batches_of_groups(samples, group_size, batch_size):
             # A batch holds whole groups in order, so the same grouping rule finds them again inside it.
             yield indices, reward.score([samples[i] for i in indices], group_size)
-            if progress is not None:
-                progress.advance(task, len(indices))
-
-
-def _progress(console: Console) -> Any:
-    # rich.progress only when a bar is shown: it costs ~5 ms of every command's start otherwise.
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    return Progress(*columns, console=console)
+            advance(len(indices))
 
 
 TOTAL = ("total",)  # the totals' key: a tuple, so no scorer alias (a string) can collide with it
