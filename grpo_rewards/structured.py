@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
@@ -32,14 +31,19 @@ def no_lines(loc: tuple[Any, ...]) -> int | None:
 
 
 def _yaml_line_index(text: str) -> LineOf:
-    """Map a location tuple to the 1-based line of the YAML (or JSON) node it names."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        root = None
+    """Map a location tuple to the 1-based line of the YAML (or JSON) node it names. The text is
+    composed at the first call, which only a problem to report makes."""
+    composed: list[Any] = []  # the root node, once composed (None: not YAML)
 
     def line_of(loc: tuple[Any, ...]) -> int | None:
-        node, line = root, None
+        import yaml  # deferred: a JSON file needs YAML only to point at a line, which a valid one never asks
+
+        if not composed:
+            try:
+                composed.append(yaml.compose(text, Loader=yaml.SafeLoader))
+            except yaml.YAMLError:
+                composed.append(None)
+        node, line = composed[0], None
         for part in loc:
             if node is None:
                 break
@@ -78,16 +82,20 @@ def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, Lin
             return tomllib.loads(text), lambda loc: None
         if suffix == ".json":
             return json.loads(text), _yaml_line_index(text)
-        return yaml.safe_load(text), _yaml_line_index(text)
     except json.JSONDecodeError as exc:
-        problem = Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(path), exc.lineno)
+        raise ConfigError([Problem("", f"invalid JSON: {exc.msg} (column {exc.colno})", str(path), exc.lineno)],
+                          what) from None
     except tomllib.TOMLDecodeError as exc:
-        problem = Problem("", f"invalid TOML: {exc}", str(path))
+        raise ConfigError([Problem("", f"invalid TOML: {exc}", str(path))], what) from None
+    import yaml  # deferred: JSON and TOML files never need it, and every command would import it
+
+    try:
+        return yaml.safe_load(text), _yaml_line_index(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         msg = f"{getattr(exc, 'problem', None) or exc}"
-        problem = Problem("", f"invalid YAML: {msg}", str(path), mark.line + 1 if mark else None)
-    raise ConfigError([problem], what) from None
+        raise ConfigError([Problem("", f"invalid YAML: {msg}", str(path), mark.line + 1 if mark else None)],
+                          what) from None
 
 
 # ---------------------------------------------------------------------------------------------
