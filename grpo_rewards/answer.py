@@ -29,30 +29,34 @@ import regex
 
 from grpo_rewards.connectives import HEDGE_WORDS, OR_WORDS
 from grpo_rewards.extract import _brace_pairs
+from grpo_rewards.patterns import LazyPattern
 
 MAX_REGION = 4000  # longer regions are cut: no answer is longer, and it bounds the scanning
 MAX_CANDIDATES = 20
 
 # -- normalisation ------------------------------------------------------------------------------
 
-_SPACING = re.compile(
+_SPACING = LazyPattern(re.compile, 
     r"(?<!\\)\\(?:[,;:! >]|q?quad|enspace|thinspace|medspace|thickspace|negthinspace|hspace\*?\s*\{[^{}]*\})|~"
     r"|[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
-_THOUSANDS_GAP = re.compile(r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")  # 12\,000, 12,\!000
-_BRACED_COMMA = re.compile(r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")  # 12{,}000
-_COMMA_GROUPS = re.compile(r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?!\d|,\d|\.\d)|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
+_THOUSANDS_GAP = LazyPattern(re.compile, r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")  # 12\,000, 12,\!000
+_BRACED_COMMA = LazyPattern(re.compile, r"(?<=\d)\s*\{\s*,\s*\}\s*(?=\d)")  # 12{,}000
+_COMMA_GROUPS = LazyPattern(re.compile, r"(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+)(?!\d|,\d|\.\d)"
+                                         r"|(?<![\d.,])([1-9]\d{0,2}(?:,\d{3})+\.\d+)")
 # Groups of three digits after spaces (ISO 80000's thousands separator, `1 000 000`); `5 6` stays two numbers.
-_SPACED_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d,]|\.\d| \d)")
-_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\textdegree(?![A-Za-z])")
-_PERCENT = re.compile(r"\\?%|\\percent(?![A-Za-z])")
-_CURRENCY = re.compile(r"\\\$|\\(?:euro|pounds|yen|textdollar|textsterling|texteuro)(?![A-Za-z])|[€£¥₹₩₽]")
-_DELIMITER = re.compile(r"\$+|\\[()\[\]]")
-_SIZING = re.compile(r"\\(?:left|right|[bB]igg?[lr]?)(?![A-Za-z])\s*\.?|\\displaystyle|\\textstyle")
-_FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
-_WRAPPER = re.compile(r"\\(?:boxed|fbox|text|textbf|textit|textrm|textsf|texttt|mathrm|mathbf|mathit|mbox"
+_SPACED_GROUPS = LazyPattern(re.compile, r"(?<![\d.,])\d{1,3}(?: \d{3})+(?![\d,]|\.\d| \d)")
+_DEGREE = LazyPattern(re.compile, r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\textdegree(?![A-Za-z])")
+_PERCENT = LazyPattern(re.compile, r"\\?%|\\percent(?![A-Za-z])")
+_CURRENCY = LazyPattern(re.compile,
+                        r"\\\$|\\(?:euro|pounds|yen|textdollar|textsterling|texteuro)(?![A-Za-z])|[€£¥₹₩₽]")
+_DELIMITER = LazyPattern(re.compile, r"\$+|\\[()\[\]]")
+_SIZING = LazyPattern(re.compile, r"\\(?:left|right|[bB]igg?[lr]?)(?![A-Za-z])\s*\.?|\\displaystyle|\\textstyle")
+_FRAC = LazyPattern(re.compile, r"\\[dt]frac(?![A-Za-z])")
+_WRAPPER = LazyPattern(re.compile, r"\\(?:boxed|fbox|text|textbf|textit|textrm|textsf|texttt|mathrm|mathbf|mathit|mbox"
                       r"|emph|textnormal|mathsf)\s*\{")
-_EMPHASIS = re.compile(r"\*\*|__|`")
-_LOGICAL_OR = re.compile(r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&|[∨⋁∪∣‖]")
+_EMPHASIS = LazyPattern(re.compile, r"\*\*|__|`")
+_LOGICAL_OR = LazyPattern(re.compile,
+                          r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&|[∨⋁∪∣‖]")
 
 
 def _or_marks(text: str) -> str:
@@ -88,7 +92,8 @@ def _thousands(text: str) -> str:
 
 
 # A character without which no step of `normalise` but the whitespace folding can change a text.
-_PRESENTATION = re.compile(r"[\\$~,{%°€£¥₹₩₽`\x01\u00a0\u2000-\u200a\u202f\u205f\u3000]|\*\*|__")
+_PRESENTATION = LazyPattern(re.compile,
+                            r"[\\$~,{%°€£¥₹₩₽`\x01\u00a0\u2000-\u200a\u202f\u205f\u3000]|\*\*|__")
 
 
 # Full-width punctuation of CJK text is the ASCII mark it stands for (`5；6` is `5; 6`).
@@ -140,7 +145,7 @@ def choice_letter(text: str) -> str | None:
 _ALT_WORDS = frozenset(OR_WORDS) | HEDGE_WORDS
 _GLUED_ALT_WORDS = tuple(w for w in _ALT_WORDS if not w.isascii())  # scripts that may write `6或`
 # "or" words of several words (Mongolian `зэргийн аль нэг`): read as one "or", as the symbols are.
-_ALT_PHRASES = regex.compile(r"(?<!\w)(?:" + "|".join(regex.escape(w) for w in sorted(
+_ALT_PHRASES = LazyPattern(regex.compile, r"(?<!\w)(?:" + "|".join(regex.escape(w) for w in sorted(
     (w for w in _ALT_WORDS if " " in w), key=len, reverse=True)) + r")(?!\w)", regex.IGNORECASE)
 # A value after one of these is excluded, not offered ("5, not 6"; "5 rather than 6").
 _NEGATIONS = frozenset({"not", "never", "nor", "rather", "instead", "isn't", "unlike", "except", "excluding",
@@ -156,7 +161,7 @@ _CONDITIONS = frozenset({"if", "when", "whenever", "once", "unless", "assuming",
 _REASONS = frozenset({"since", "because", "puisque", "weil", "porque", "因为"})
 _CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
 # Multi-word conditions, read as the one word they mean ("6 in case zero counts", "in which case 6").
-_CONDITION_PHRASES = regex.compile(
+_CONDITION_PHRASES = LazyPattern(regex.compile, 
     r"\b(?:(?P<then>in which case|in that case|in this case)|in case|in the case that|in the event that|as long as"
     r"|so long as|on condition that|given that|granted that)\b", regex.IGNORECASE)
 # Words that open a case as a condition does ("6 with zero", "counting zero gives 6", "for n = 3"),
@@ -183,13 +188,13 @@ _FUNCTIONS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "
                         "arctan", "sinh", "cosh", "tanh", "max", "min", "gcd", "lcm", "mod", "det", "lim", "pi",
                         "inf", "infty", "oo"})
 # A word in any script, its combining marks included (Tamil அல்லது): the `regex` module's classes.
-_WORD = regex.compile(r"(?:(?<![\\\w\p{M}])|(?<=\d))\p{L}[\p{L}\p{M}]*(?:['’.-]\p{L}[\p{L}\p{M}]*)*\.?")
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?|(?<![\w.])-?\.\d+")
-_MIXED_NUMBER = re.compile(r"\s*(-?)(\d+) +(\d+)\s*/\s*(\d+)\s*")
+_WORD = LazyPattern(regex.compile, r"(?:(?<![\\\w\p{M}])|(?<=\d))\p{L}[\p{L}\p{M}]*(?:['’.-]\p{L}[\p{L}\p{M}]*)*\.?")
+_NUMBER = LazyPattern(re.compile, r"(?<![\w.])-?\d+(?:\.\d+)?|(?<![\w.])-?\.\d+")
+_MIXED_NUMBER = LazyPattern(re.compile, r"\s*(-?)(\d+) +(\d+)\s*/\s*(\d+)\s*")
 # A modulus after the value names the ring, not a second value: `9 \pmod{11}`, `9 (mod 11)`.
-_MODULUS = re.compile(r"\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:mod|bmod)\s*\d+\s*\))")
-_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])|[±∓]")
-_SAME_LHS = re.compile(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)\s*(.+)", re.DOTALL)
+_MODULUS = LazyPattern(re.compile, r"\s*(?:\\pmod\s*\{?\s*\d+\s*\}?|\(\s*\\?(?:mod|bmod)\s*\d+\s*\))")
+_PLUS_MINUS = LazyPattern(re.compile, r"\\(?:pm|mp)(?![A-Za-z])|[±∓]")
+_SAME_LHS = LazyPattern(re.compile, r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=(?!=)\s*(.+)", re.DOTALL)
 _OPEN, _CLOSE = "([{", ")]}"
 
 
@@ -204,12 +209,12 @@ class Rounded(NamedTuple):
 
 # Relations inside one answer. Exact ones say their sides are one value; after an approximate one a
 # side is the value before it, rounded. `<=`, `!=` and `\\neq` are not relations of this kind.
-_RELATION = re.compile(
+_RELATION = LazyPattern(re.compile, 
     r"(?P<exact>(?<![<>!=:])==?(?!=)|:=|\\(?:to|rightarrow|Rightarrow|implies|longrightarrow|Longrightarrow"
     r"|coloneqq)(?![A-Za-z])|[→⇒⟹⟶])"
     r"|(?P<approx>\\(?:approx|approxeq|thickapprox|simeq|sim|thicksim|cong|doteq|fallingdotseq|risingdotseq)"
     r"(?![A-Za-z])|[≈≃∼≅≐≒≊])")
-_COMMAND = re.compile(r"\\[A-Za-z]+")
+_COMMAND = LazyPattern(re.compile, r"\\[A-Za-z]+")
 
 
 def _places(value: str) -> int | None:
@@ -326,8 +331,8 @@ def _split_value(text: str, numeric_gold: bool) -> tuple[str, str, str]:
     return " ".join(words_before), rest[:end].strip().lstrip(":=").rstrip(" .:=").strip(), rest[end:].strip()
 
 
-_PLAIN_NUMBER = re.compile(r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
-_NUMBER_GAP = re.compile(r"(?<=\d)\s+(?=-?\d)")
+_PLAIN_NUMBER = LazyPattern(re.compile, r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
+_NUMBER_GAP = LazyPattern(re.compile, r"(?<=\d)\s+(?=-?\d)")
 
 
 def _top_clauses(text: str) -> list[tuple[str, str]]:
@@ -396,11 +401,12 @@ def _slashes_as_or(text: str, letter_gold: bool) -> str:
     return re.sub(r"\b([A-J])\s*/\s*(?=[A-J]\b)", r"\1 or ", text) if letter_gold else text
 
 
-_SYMBOL = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")  # `n`, `a_1`: a name, not a value
-_NAMED_VALUE = re.compile(r"\s*(?:is|equals|was|are|must be)\s+(?=\S)", re.IGNORECASE)
+_SYMBOL = LazyPattern(re.compile, r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*")  # `n`, `a_1`: a name, not a value
+_NAMED_VALUE = LazyPattern(re.compile, r"\s*(?:is|equals|was|are|must be)\s+(?=\S)", re.IGNORECASE)
 # What a unit word carries after it: a power (cm^2, m^{3}, m³) or a divisor (km/h, kg/m^3, L/min).
-_UNIT_POWER = re.compile(r"^(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?(?:\s*/\s*[^\W\d_]+(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?)?")
-_DECIMAL_COMMA = re.compile(r"\s*-?\d+,\d+\s*")  # `1000,99` alone: one number, as math-verify reads it
+_UNIT_POWER = LazyPattern(re.compile, r"^(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?"
+                                       r"(?:\s*/\s*[^\W\d_]+(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?)?")
+_DECIMAL_COMMA = LazyPattern(re.compile, r"\s*-?\d+,\d+\s*")  # `1000,99` alone: one number, as math-verify reads it
 
 
 def read(region: str, numeric_gold: bool = False, letter_gold: bool = False, before: str = "",
@@ -602,10 +608,10 @@ def _preceding(before: str, numeric_gold: bool) -> list[str]:
 
 # -- restating the question -----------------------------------------------------------------------
 
-_IDENTITY = re.compile(
+_IDENTITY = LazyPattern(re.compile, 
     r"(?:\\times|\\cdot|\*|×|·|\\div|/)\s*1(?![\d.])|(?<![\d.])1\s*(?:\\times|\\cdot|\*|×|·)"
     r"|[+-]\s*0(?![\d.])|(?<![\d.^])0\s*\+|\^\s*1(?![\d.])|\\frac\s*(\S+?)\s+1(?![\d.])")
-_COMPUTED_VALUE = re.compile(r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
+_COMPUTED_VALUE = LazyPattern(re.compile, r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")
 
 
 def _numbers(text: str) -> list[Fraction]:
@@ -671,7 +677,7 @@ def restates(head: str, prompt_numbers: set[Fraction]) -> bool:
 
 # -- what the gold names ------------------------------------------------------------------------
 
-_INEQUALITY = re.compile(r"[<>≤≥]|\\(?:[lg]eq?|[lg]t|leqslant|geqslant|neq?)(?![A-Za-z])")
+_INEQUALITY = LazyPattern(re.compile, r"[<>≤≥]|\\(?:[lg]eq?|[lg]t|leqslant|geqslant|neq?)(?![A-Za-z])")
 
 
 def is_bracketed_list(text: str) -> bool:

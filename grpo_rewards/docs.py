@@ -27,10 +27,12 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from grpo_rewards.fileio import write_atomic
+from grpo_rewards.patterns import LazyPattern
 from grpo_rewards.registry import Registry, get_registry
 
-MARKER = re.compile(r"(<!-- (?P<kind>params|sandbox-params): (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /params -->)",
-                    re.DOTALL)
+MARKER = LazyPattern(re.compile,
+                     r"(<!-- (?P<kind>params|sandbox-params): (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /params -->)",
+                     re.DOTALL)
 
 
 def _cell(text: str) -> str:

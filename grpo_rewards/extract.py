@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 
 from grpo_rewards.connectives import HEDGE_WORDS, NOT_CONNECTIVES, OR_WORDS
+from grpo_rewards.patterns import LazyPattern
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+_BOXED = LazyPattern(re.compile, r"\\(?:boxed|fbox)\s*")
 
 
 def _balanced(text: str, start: int) -> str | None:
@@ -90,7 +91,7 @@ def after_think(text: str, close_tag: str = "</think>") -> str | None:
     return None if idx < 0 else text[idx + len(close_tag) :]
 
 
-_FENCE_OPEN = re.compile(r"(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
+_FENCE_OPEN = LazyPattern(re.compile, r"(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
 
 
 def fenced_code(text: str) -> list[tuple[str, str]]:
@@ -127,7 +128,8 @@ def fenced_blocks(text: str, language: str | None = None, aliases: tuple[str, ..
     return [body for lang, body in fenced_code(text) if not wanted or lang in wanted]
 
 
-_NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])|(?<![\w.])[-−]?\.\d+")
+_NUMBER = LazyPattern(re.compile, r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?![\w])"
+                                   r"|(?<![\w.])[-−]?\.\d+")
 
 
 def last_number(text: str) -> str | None:
@@ -167,18 +169,18 @@ def strip_math_delimiters(text: str) -> str:
     return text
 
 
-_INLINE_MATH = re.compile(
+_INLINE_MATH = LazyPattern(re.compile, 
     r"\$\$([^$]+)\$\$|(?<!\\)\$((?:\\\$|[^$])+)\$|\\\(((?:(?!\\\)).)+)\\\)|\\\[((?:(?!\\\]).)+)\\\]", re.DOTALL
 )
-_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-_ANSWER_PHRASE = re.compile(
+_PROSE_WORD = LazyPattern(re.compile, r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_ANSWER_PHRASE = LazyPattern(re.compile, 
     r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)|\banswer[ \t]+(?=\$|\\\(|\\\[)",
     re.IGNORECASE,
 )
 # The same phrase in other languages ("La respuesta es", "Die Antwort lautet", "Ответ:", "答案是", "答え：").
 # A pattern of its own, searched only when one of its words occurs: joined to the English one, the
 # alternation loses the engine's literal-prefix scan and slows every search (docs/benchmarks.md).
-_OTHER_PHRASE = re.compile(
+_OTHER_PHRASE = LazyPattern(re.compile, 
     r"\b(?:respuesta|resposta|réponse|risposta|antwort|ответ|cevap|jawaban(?:nya)?)(?:\s+finale?)?[*_\s]*"
     r"(?:es\b|é|est\b|è|ist\b|lautet\b|adalah\b|—|:|：)[*_ \t:：]*"
     r"|(?:答案|答え|정답|答|답)\s*(?:是|为|為|は|은|:|：)[*_ \t:：]*",
@@ -187,7 +189,7 @@ _OTHER_PHRASE = re.compile(
 _OTHER_PHRASE_WORDS = ("respuesta", "resposta", "réponse", "risposta", "antwort", "ответ", "cevap", "jawaban", "答", "답")
 # A full stop ends the answer's sentence unless the next sentence opens with an alternative ("5. Or
 # 6.", "5. Alternatively, 6.", "5. But if zero counts, 6."): that sentence still offers a value.
-_CLAUSE_END = re.compile(r"(?:\.(?=\s)|。)(?!\s*(?:" + "|".join(sorted(
+_CLAUSE_END = LazyPattern(re.compile, r"(?:\.(?=\s)|。)(?!\s*(?:" + "|".join(sorted(
     (re.escape(w) for w in {*OR_WORDS, *HEDGE_WORDS, "and", "but", "though", "although"} - NOT_CONNECTIVES),
     key=len, reverse=True)) + r")(?!\w))", re.IGNORECASE)
 

@@ -17,11 +17,12 @@ from pydantic import Field
 from grpo_rewards.answer import normalise
 from grpo_rewards.group import GroupScorer
 from grpo_rewards.hookspecs import hookimpl
+from grpo_rewards.patterns import LazyPattern
 from grpo_rewards.scorer import ParamsModel, Sample, Score
 from grpo_rewards.scorers.math import Extract, MathAccuracy
 from grpo_rewards.scorers.textutil import completion_text
 
-_SPACE = re.compile(r"\s+")
+_SPACE = LazyPattern(re.compile, r"\s+")
 
 
 def duplicate_counts(texts: Sequence[str], normalize_whitespace: bool = True) -> list[int]:

@@ -20,6 +20,8 @@ import unicodedata
 
 import regex
 
+from grpo_rewards.patterns import LazyPattern
+
 # Discourse words that open an answer without saying anything. A word here must never be an answer
 # on its own to a question a judge is asked: no yes/no, no numbers, no content nouns.
 _OPENERS = {
@@ -45,11 +47,11 @@ _CJK_OPENERS = ("思考过程", "思路", "思考", "过程", "解答", "解题"
                 "思考過程", "順番に", "解いて", "みましょう", "ましょう", "答え", "問題", "まず", "を", "は", "で", "の")
 
 _WORDS = frozenset(w for words in _OPENERS.values() for w in words.split())
-_CJK = regex.compile("|".join(sorted(map(regex.escape, _CJK_OPENERS), key=len, reverse=True)))
+_CJK = LazyPattern(regex.compile, "|".join(sorted(map(regex.escape, _CJK_OPENERS), key=len, reverse=True)))
 # Anything but punctuation, symbols, spaces, controls and invisibles.
-_CONTENT_CHAR = regex.compile(r"[^\p{P}\p{S}\p{Z}\p{C}]")
-_MARKUP = regex.compile(r"</?\s*[a-z_]+\s*>")  # <think>, </answer>: empty tags are no content either
-_TOKEN = regex.compile(r"[\p{L}\p{M}\p{N}']+")
+_CONTENT_CHAR = LazyPattern(regex.compile, r"[^\p{P}\p{S}\p{Z}\p{C}]")
+_MARKUP = LazyPattern(regex.compile, r"</?\s*[a-z_]+\s*>")  # <think>, </answer>: empty tags are no content either
+_TOKEN = LazyPattern(regex.compile, r"[\p{L}\p{M}\p{N}']+")
 
 
 def _normal(text: str) -> str:
@@ -73,7 +75,7 @@ _GRADER = r"(?:grader|judge|evaluator|reviewer|assessor|rater|scorer|marker|exam
 _SCORE_WORD = r"(?:marks?|points?|scores?|credit|rating|grade|stars?|reward)"
 _HIGH = r"(?:full|maximum|max|maximal|perfect|top|highest|best|10|100|five|ten|a\+)"
 # Separate patterns rather than one alternation: each is scanned fast for its own leading words.
-_INJECTIONS = [regex.compile(pattern) for pattern in [
+_INJECTIONS = [LazyPattern(regex.compile, pattern) for pattern in [
         # replacing the judge's own instructions
         r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(?:previous|prior|above|earlier|preceding|"
         r"all|any|your|the|system|original)\b[^.\n]{0,25}\b(?:instructions?|prompts?|rules?|rubric|guidelines|"

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import regex
 from pydantic import Field, field_validator, model_validator
 
+from grpo_rewards.patterns import LazyPattern
 from grpo_rewards.scorer import ParamsModel, Sample, Score, Scorer
 from grpo_rewards.scorers.textbatch import char_table, script_counts
 from grpo_rewards.scorers.textutil import (
@@ -39,19 +40,19 @@ LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
     "te": ("Telugu",), "ka": ("Georgian",), "hy": ("Armenian",), "am": ("Ethiopic",), "km": ("Khmer",),
 }
 
-_NON_LETTERS = regex.compile(r"\P{L}+")
+_NON_LETTERS = LazyPattern(regex.compile, r"\P{L}+")
 # Scripts written without spaces: each character is counted as a word.
 _UNSPACED = "".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
 # Math and code are written in ASCII letters whatever the language of the prose around them, so
 # there those letters are neither target nor foreign; any other letter in them is prose and counts.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.
-_MATH = regex.compile(r"\$\$[^$]*\$\$|\$[^$\n]*\$|\\\(.*?(?:\\\)|\Z)|\\\[.*?(?:\\\]|\Z)|\\[A-Za-z]+",
+_MATH = LazyPattern(regex.compile, r"\$\$[^$]*\$\$|\$[^$\n]*\$|\\\(.*?(?:\\\)|\Z)|\\\[.*?(?:\\\]|\Z)|\\[A-Za-z]+",
                       regex.DOTALL)
-_ASCII_LETTERS = regex.compile(r"\\[A-Za-z]+|[A-Za-z]+")
+_ASCII_LETTERS = LazyPattern(regex.compile, r"\\[A-Za-z]+|[A-Za-z]+")
 # Markup is not language; an answer block is notation (a number, a unit, a choice letter) like math.
-_TAG = regex.compile(r"</?[A-Za-z_][\w:.-]{0,63}>")
-_ANSWER_BLOCK = regex.compile(r"<answer>.*?(?:</answer>|\Z)", regex.DOTALL)
-_SENTENCE_END = regex.compile(r"[.!?。！？\n]+")
+_TAG = LazyPattern(regex.compile, r"</?[A-Za-z_][\w:.-]{0,63}>")
+_ANSWER_BLOCK = LazyPattern(regex.compile, r"<answer>.*?(?:</answer>|\Z)", regex.DOTALL)
+_SENTENCE_END = LazyPattern(regex.compile, r"[.!?。！？\n]+")
 
 
 def _without_ascii_letters(match: regex.Match) -> str:

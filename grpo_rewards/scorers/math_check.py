@@ -27,14 +27,15 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from grpo_rewards.answer import Rounded
+from grpo_rewards.patterns import LazyPattern
 from grpo_rewards.scorers import math_patches
 from grpo_rewards.procpool import SoftTimeout
 
 _GOLD_CACHE_SIZE = 1024
 _ANSWER_CACHE_SIZE = 4096
-_INTEGER = re.compile(r"\s*-?\d{1,1000}\s*")
+_INTEGER = LazyPattern(re.compile, r"\s*-?\d{1,1000}\s*")
 # Math delimiters or a box: math-verify finds the expression itself. `\$` is a dollar sign.
-_DELIMITED = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")
+_DELIMITED = LazyPattern(re.compile, r"(?<!\\)\$|\\boxed|\\\(|\\\[")
 
 
 class CheckOptions(NamedTuple):
@@ -107,8 +108,8 @@ def _parse_answer(text: str, opts: CheckOptions, is_gold: bool) -> list[Any]:
 
 # Three or more plain words and no digit: a remark ("see the solutions manual"), not an answer.
 # Shorter texts ("odd", "no solution") and words inside \text{...} stay legitimate golds.
-_PROSE = re.compile(r"(?<![\\\w])[A-Za-z]{2,}(?:[ ,;:]+[A-Za-z]{2,}){2,}(?![\w])")
-_TEXT_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}")
+_PROSE = LazyPattern(re.compile, r"(?<![\\\w])[A-Za-z]{2,}(?:[ ,;:]+[A-Za-z]{2,}){2,}(?![\w])")
+_TEXT_COMMAND = LazyPattern(re.compile, r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}")
 
 
 def _looks_like_prose(gold: str) -> bool:
@@ -313,7 +314,8 @@ def prime_parser() -> bool:
 # exact number: an Integer or Rational for the first four (thousands separators only in groups of
 # three after a nonzero digit, as latex2sympy reads them: `0,111` is its 0.111), a Float for a
 # decimal. Bounded lengths keep the arithmetic cheap.
-_NUMERAL = re.compile(
+_NUMERAL = LazyPattern(
+    re.compile,
     r"\s*(?P<sign>-)?\s*(?:(?P<int>\d{1,40})|(?P<thousands>[1-9]\d{0,2}(?:,\d{3}){1,13})|(?P<slash>\d{1,40})/(?P<den>\d{1,40})"
     r"|\\[dt]?frac\{(?P<num>\d{1,40})\}\{(?P<fden>\d{1,40})\}|(?P<whole>\d{1,40})\.(?P<frac>\d{1,40}))\s*")
 

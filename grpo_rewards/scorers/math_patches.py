@@ -29,8 +29,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_INTEGER = re.compile(r"[0-9]{1,1000}")  # longer ones meet Python's int-from-string limit: the original decides
-_DECIMAL = re.compile(r"[0-9]{1,1000}\.[0-9]{1,1000}")
+from grpo_rewards.patterns import LazyPattern
+
+# Longer ones meet Python's int-from-string limit: the original decides.
+_INTEGER = LazyPattern(re.compile, r"[0-9]{1,1000}")
+_DECIMAL = LazyPattern(re.compile, r"[0-9]{1,1000}\.[0-9]{1,1000}")
 
 _originals: dict[str, Any] = {}
 

@@ -12,12 +12,13 @@ from typing import Any, Literal
 import regex
 from pydantic import Field
 
+from grpo_rewards.patterns import LazyPattern
 from grpo_rewards.scorer import ParamsModel, Sample
 from grpo_rewards.scorers.textbatch import (
     UNIT_SEP, TokenAnalysis, char_table, containing, repeated_runs,
 )
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = LazyPattern(re.compile, "[\ud800-\udfff]")
 
 
 def without_surrogates(text: str) -> str:
@@ -58,13 +59,13 @@ def reference_of(sample: Any) -> dict[str, Any]:
 # whitespace. Those that take a character's width, the Hangul fillers (letters) and two blank glyphs
 # that no Unicode property marks (named here), read as a space. One property per pattern: the
 # `regex` module checks a single property much faster than a union of them.
-_DEFAULT_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
-_FORMAT = regex.compile(r"\p{Cf}+")
-_CONTROL = regex.compile(r"(?:(?!\s)\p{Cc})+")
-_LETTER = regex.compile(r"\p{L}")
+_DEFAULT_IGNORABLE = LazyPattern(regex.compile, r"\p{Default_Ignorable_Code_Point}+")
+_FORMAT = LazyPattern(regex.compile, r"\p{Cf}+")
+_CONTROL = LazyPattern(regex.compile, r"(?:(?!\s)\p{Cc})+")
+_LETTER = LazyPattern(regex.compile, r"\p{L}")
 BLANK_GLYPHS = ("\N{BRAILLE PATTERN BLANK}", "\N{MUSICAL SYMBOL NULL NOTEHEAD}")
 # A letter or digit that `visible_text` keeps: the only hidden letters are default-ignorable ones.
-_VISIBLE_LETTER_OR_DIGIT = regex.compile(r"\p{N}|(?!\p{Default_Ignorable_Code_Point})\p{L}")
+_VISIBLE_LETTER_OR_DIGIT = LazyPattern(regex.compile, r"\p{N}|(?!\p{Default_Ignorable_Code_Point})\p{L}")
 
 
 def visible_text(text: str) -> str:
@@ -148,13 +149,13 @@ UNSPACED_WORD_CHARS = 3
 # A run of letters longer than this is words written without spaces (`checkcheckcheck...`): it is
 # taken in pieces as a script without spaces is, so a loop glued without separators still repeats.
 MAX_WORD_CHARS = 24
-_UNSPACED_RUN = regex.compile(rf"(?:{UNSPACED})+")
+_UNSPACED_RUN = LazyPattern(regex.compile, rf"(?:{UNSPACED})+")
 _PIECES = rf"(?:{UNSPACED}){{1,{UNSPACED_WORD_CHARS}}}|\w{{1,{MAX_WORD_CHARS}}}+(?!\w)|\w{{1,{UNSPACED_WORD_CHARS}}}"
-_WORD = regex.compile(_PIECES)
+_WORD = LazyPattern(regex.compile, _PIECES)
 # Punctuation between two words separates them (`check-check`, `check.check`); elsewhere it is part
 # of the word it sits in (`\int_0^1`, `e^{x}`, `x-axis`) and is dropped.
-_GLUE = regex.compile(r"(?<=[^\W\d_]{2})[\W_]+(?=[^\W\d_]{2})")
-_NOT_WORD = regex.compile(r"[\W_]+")
+_GLUE = LazyPattern(regex.compile, r"(?<=[^\W\d_]{2})[\W_]+(?=[^\W\d_]{2})")
+_NOT_WORD = LazyPattern(regex.compile, r"[\W_]+")
 
 
 def word_hashes(texts: Sequence[str], lowercase: bool = True, fold: bool = True) -> list[bytes]:
@@ -195,7 +196,7 @@ _TOKEN_AS_WORD = TokenAnalysis(lambda token: _pack_one(hash(token)))
 
 # Code as markdown shows it: fenced blocks (an unclosed fence runs to the end) and inline spans.
 # Each alternative stops at its first closing delimiter, so the scan stays linear on any input.
-CODE_SPANS = regex.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", regex.DOTALL)
+CODE_SPANS = LazyPattern(regex.compile, r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", regex.DOTALL)
 
 
 def without_code_tags(text: str) -> str:
@@ -210,9 +211,9 @@ def without_code_tags(text: str) -> str:
 REPEAT_CHARS = 64
 # A number of up to this many digits: a counter's `1.`, `2.`, `3.` or a table's values compare as one
 # digit, so numbering the copies of a sentence does not make them new; a longer digit run is itself.
-_NUMBER = regex.compile(r"(?<!\d)\d{1,6}(?!\d)")
+_NUMBER = LazyPattern(regex.compile, r"(?<!\d)\d{1,6}(?!\d)")
 # Where a repeat is compared from: each word (or piece of one) and each other character.
-_UNIT = regex.compile(_PIECES + r"|\S")
+_UNIT = LazyPattern(regex.compile, _PIECES + r"|\S")
 
 
 def content_lengths(texts: Sequence[str]) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from grpo_rewards.patterns import LazyPattern
 from grpo_rewards.scorer import ParamsModel
 from grpo_rewards.scorers.instructions import nlp
 
@@ -149,7 +150,7 @@ class NthParagraphKwargs(_Kwargs):
         return self
 
 
-_FIRST_WORD_STOP = re.compile(r"[.,?!'\"]")
+_FIRST_WORD_STOP = LazyPattern(re.compile, r"[.,?!'\"]")
 
 
 def nth_paragraph_first_word(text: str, k: NthParagraphKwargs) -> Verdict:
@@ -180,7 +181,7 @@ class PostscriptKwargs(_Kwargs):
                                     "any other marker, found case-insensitively.")
 
 
-_PS_PATTERNS = {"P.P.S": re.compile(r"p\.\s?p\.\s?s"), "P.S.": re.compile(r"p\.\s?s\.")}
+_PS_PATTERNS = {"P.P.S": LazyPattern(re.compile, r"p\.\s?p\.\s?s"), "P.S.": LazyPattern(re.compile, r"p\.\s?s\.")}
 
 
 def postscript(text: str, k: PostscriptKwargs) -> Verdict:
@@ -196,8 +197,8 @@ class BulletsKwargs(_Kwargs):
     num_bullets: Count = Field(description="Exact number of markdown bullet lines (`* item` or `- item`).")
 
 
-_STAR_BULLET = re.compile(r"^\s*\*[^*].*$", re.MULTILINE)
-_DASH_BULLET = re.compile(r"^\s*-.*$", re.MULTILINE)
+_STAR_BULLET = LazyPattern(re.compile, r"^\s*\*[^*].*$", re.MULTILINE)
+_DASH_BULLET = LazyPattern(re.compile, r"^\s*-.*$", re.MULTILINE)
 
 
 def number_bullet_lists(text: str, k: BulletsKwargs) -> Verdict:

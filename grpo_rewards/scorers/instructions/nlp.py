@@ -15,7 +15,9 @@ from typing import Any
 
 import regex
 
-_WORD = re.compile(r"\w+")
+from grpo_rewards.patterns import LazyPattern
+
+_WORD = LazyPattern(re.compile, r"\w+")
 
 
 def count_words(text: str) -> int:
@@ -51,7 +53,8 @@ def word_tokens(text: str) -> list[str]:
 # a contraction the Treebank tokenizer splits between two letters (CAN|not, DO|n't, 'T|is, ...). Elsewhere
 # every uppercase letter shares its token with the lowercase letter after it, so tokenizing (the costly
 # step) cannot find one.
-_MAYBE_CAPITAL = regex.compile(r"\p{Uppercase}(?!\p{Lowercase})|(?i:cannot|gimme|gonna|gotta|lemme|wanna|'tis|'twas|n't)")
+_MAYBE_CAPITAL = LazyPattern(regex.compile,
+                             r"\p{Uppercase}(?!\p{Lowercase})|(?i:cannot|gimme|gonna|gotta|lemme|wanna|'tis|'twas|n't)")
 
 
 def count_capital_words(text: str) -> int:
