@@ -266,14 +266,18 @@ class _Worker:
         self.buf += data
         return decode_frames(self.buf)
 
-    def kill(self) -> None:
-        if os.getpid() != self.owner:
-            return  # inherited through fork: the process belongs to our parent
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILL it; `wait`: until it has exited, then close its descriptors (once)."""
+        if os.getpid() != self.owner or self.pidfd < 0:
+            return  # inherited through fork (the process belongs to our parent), or killed already
         try:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            select.select([self.pidfd], [], [], 5.0)  # until it has exited
+            if wait:
+                select.select([self.pidfd], [], [], 5.0)  # until it has exited
         except OSError:
             pass  # already gone
+        if not wait:
+            return
         self.sock.close()
         os.close(self.pidfd)
         self.pidfd = -1
@@ -448,6 +452,8 @@ os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def _shutdown(workers: list[_Worker], zygotes: list[_ZygoteHandle]) -> None:
+    for w in workers:  # all signalled first: each tears its namespaces down while the others do
+        w.kill(wait=False)
     for w in workers:
         w.kill()
     workers.clear()

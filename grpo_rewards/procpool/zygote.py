@@ -115,6 +115,9 @@ def main() -> None:
     if init.get("parent") != os.getppid():
         return  # the pool died while we started
     _Zygote(control, init).serve()
+    # Its workers are reaped and it holds nothing to flush (its output goes nowhere): it exits at
+    # once, without the interpreter's teardown of every module it preloaded, which the pool's close waits for.
+    os._exit(0)
 
 
 def _resolve(name: str | None) -> Callable[..., Any] | None:
