@@ -36,7 +36,7 @@ MAX_CANDIDATES = 20
 
 # -- normalisation ------------------------------------------------------------------------------
 
-_SPACING = LazyPattern(re.compile, 
+_SPACING = LazyPattern(re.compile,
     r"(?<!\\)\\(?:[,;:! >]|q?quad|enspace|thinspace|medspace|thickspace|negthinspace|hspace\*?\s*\{[^{}]*\})|~"
     r"|[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _THOUSANDS_GAP = LazyPattern(re.compile, r"(?<=\d)(?:,|\{,\})? *\x01[\x01 ]*(?=\d{3}(?!\d))")  # 12\,000, 12,\!000
@@ -53,7 +53,7 @@ _DELIMITER = LazyPattern(re.compile, r"\$+|\\[()\[\]]")
 _SIZING = LazyPattern(re.compile, r"\\(?:left|right|[bB]igg?[lr]?)(?![A-Za-z])\s*\.?|\\displaystyle|\\textstyle")
 _FRAC = LazyPattern(re.compile, r"\\[dt]frac(?![A-Za-z])")
 _WRAPPER = LazyPattern(re.compile, r"\\(?:boxed|fbox|text|textbf|textit|textrm|textsf|texttt|mathrm|mathbf|mathit|mbox"
-                      r"|emph|textnormal|mathsf)\s*\{")
+                                   r"|emph|textnormal|mathsf)\s*\{")
 _EMPHASIS = LazyPattern(re.compile, r"\*\*|__|`")
 _LOGICAL_OR = LazyPattern(re.compile,
                           r"\\(?:lor|vee|cup|mid|vert|lvert|rvert|parallel|quad)(?![A-Za-z])|\|\||\\\\|\\?&|[∨⋁∪∣‖]")
@@ -161,7 +161,7 @@ _CONDITIONS = frozenset({"if", "when", "whenever", "once", "unless", "assuming",
 _REASONS = frozenset({"since", "because", "puisque", "weil", "porque", "因为"})
 _CONSEQUENT = frozenset({"then", "alors", "dann", "entonces", "allora", "então", "то", "那么", "则"})
 # Multi-word conditions, read as the one word they mean ("6 in case zero counts", "in which case 6").
-_CONDITION_PHRASES = LazyPattern(regex.compile, 
+_CONDITION_PHRASES = LazyPattern(regex.compile,
     r"\b(?:(?P<then>in which case|in that case|in this case)|in case|in the case that|in the event that|as long as"
     r"|so long as|on condition that|given that|granted that)\b", regex.IGNORECASE)
 # Words that open a case as a condition does ("6 with zero", "counting zero gives 6", "for n = 3"),
@@ -209,7 +209,7 @@ class Rounded(NamedTuple):
 
 # Relations inside one answer. Exact ones say their sides are one value; after an approximate one a
 # side is the value before it, rounded. `<=`, `!=` and `\\neq` are not relations of this kind.
-_RELATION = LazyPattern(re.compile, 
+_RELATION = LazyPattern(re.compile,
     r"(?P<exact>(?<![<>!=:])==?(?!=)|:=|\\(?:to|rightarrow|Rightarrow|implies|longrightarrow|Longrightarrow"
     r"|coloneqq)(?![A-Za-z])|[→⇒⟹⟶])"
     r"|(?P<approx>\\(?:approx|approxeq|thickapprox|simeq|sim|thicksim|cong|doteq|fallingdotseq|risingdotseq)"
@@ -608,7 +608,7 @@ def _preceding(before: str, numeric_gold: bool) -> list[str]:
 
 # -- restating the question -----------------------------------------------------------------------
 
-_IDENTITY = LazyPattern(re.compile, 
+_IDENTITY = LazyPattern(re.compile,
     r"(?:\\times|\\cdot|\*|×|·|\\div|/)\s*1(?![\d.])|(?<![\d.])1\s*(?:\\times|\\cdot|\*|×|·)"
     r"|[+-]\s*0(?![\d.])|(?<![\d.^])0\s*\+|\^\s*1(?![\d.])|\\frac\s*(\S+?)\s+1(?![\d.])")
 _COMPUTED_VALUE = LazyPattern(re.compile, r"\s*-?\s*(?:\d+(?:\.\d+)?|\.\d+)\s*")

@@ -169,18 +169,18 @@ def strip_math_delimiters(text: str) -> str:
     return text
 
 
-_INLINE_MATH = LazyPattern(re.compile, 
+_INLINE_MATH = LazyPattern(re.compile,
     r"\$\$([^$]+)\$\$|(?<!\\)\$((?:\\\$|[^$])+)\$|\\\(((?:(?!\\\)).)+)\\\)|\\\[((?:(?!\\\]).)+)\\\]", re.DOTALL
 )
 _PROSE_WORD = LazyPattern(re.compile, r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-_ANSWER_PHRASE = LazyPattern(re.compile, 
+_ANSWER_PHRASE = LazyPattern(re.compile,
     r"\banswer\b[*_\s]*(?:is\b|:|=)[*_ \t:]*|\bfinal\s+answer\b[*_ \t:]*(?=\n)|\banswer[ \t]+(?=\$|\\\(|\\\[)",
     re.IGNORECASE,
 )
 # The same phrase in other languages ("La respuesta es", "Die Antwort lautet", "Ответ:", "答案是", "答え：").
 # A pattern of its own, searched only when one of its words occurs: joined to the English one, the
 # alternation loses the engine's literal-prefix scan and slows every search (docs/benchmarks.md).
-_OTHER_PHRASE = LazyPattern(re.compile, 
+_OTHER_PHRASE = LazyPattern(re.compile,
     r"\b(?:respuesta|resposta|réponse|risposta|antwort|ответ|cevap|jawaban(?:nya)?)(?:\s+finale?)?[*_\s]*"
     r"(?:es\b|é|est\b|è|ist\b|lautet\b|adalah\b|—|:|：)[*_ \t:：]*"
     r"|(?:答案|答え|정답|答|답)\s*(?:是|为|為|は|은|:|：)[*_ \t:：]*",

@@ -47,7 +47,7 @@ _UNSPACED = "".join(rf"\p{{{script}}}" for script in UNSPACED_SCRIPTS)
 # there those letters are neither target nor foreign; any other letter in them is prose and counts.
 # Each alternative stops at its next delimiter, so the scan stays linear on any input.
 _MATH = LazyPattern(regex.compile, r"\$\$[^$]*\$\$|\$[^$\n]*\$|\\\(.*?(?:\\\)|\Z)|\\\[.*?(?:\\\]|\Z)|\\[A-Za-z]+",
-                      regex.DOTALL)
+                                   regex.DOTALL)
 _ASCII_LETTERS = LazyPattern(regex.compile, r"\\[A-Za-z]+|[A-Za-z]+")
 # Markup is not language; an answer block is notation (a number, a unit, a choice letter) like math.
 _TAG = LazyPattern(regex.compile, r"</?[A-Za-z_][\w:.-]{0,63}>")
