@@ -524,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the command itself, not a caller in a longer process
         # What the imports made lives until exit: frozen, no collection walks it again, neither a full
-        # one while scoring nor the interpreter's last ones (tens of ms over pydantic's and rich's objects).
+        # one while scoring nor the interpreter's last ones (pydantic's and rich's objects are many).
         gc.freeze()
         atexit.register(gc.freeze)
     argv = list(sys.argv[1:] if argv is None else argv)

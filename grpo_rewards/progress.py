@@ -16,7 +16,7 @@ def counting_bar(label: str, total: int, enabled: bool, console: Console | None 
     if not enabled:
         yield lambda n: None
         return
-    # rich.progress only when a bar is shown: it costs ~5 ms of every command's start otherwise.
+    # rich.progress only when a bar is shown: every command would otherwise import it at its start.
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

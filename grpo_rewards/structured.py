@@ -79,7 +79,7 @@ def read_structured_file(path: str | Path, what: str = "spec") -> tuple[Any, Lin
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":
-            return tomllib.loads(text), lambda loc: None
+            return tomllib.loads(text), no_lines
         if suffix == ".json":
             return json.loads(text), _yaml_line_index(text)
     except json.JSONDecodeError as exc:
