@@ -212,7 +212,7 @@ def test_a_peer_made_ahead_for_other_limits_is_not_taken(sandbox):
             "socket.socket(fileno=3).sendall(str(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20).encode())")
     sizes = [256, 256, 200, 256, 200, 200]
     runs = sandbox.run_many([Job(code, "", replace(SAFE, memory_mb=mb), peer=peer) for mb in sizes])
-    assert [r.stdout for r in runs] == [f"{mb}\n" for mb in sizes], [r.stderr for r in runs]
+    assert [r.stdout for r in runs] == [f"{mb}\n" for mb in sizes], [(r.status, r.detail, r.stderr) for r in runs]
     assert_nothing_left(sandbox)
 
 

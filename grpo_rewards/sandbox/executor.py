@@ -88,6 +88,7 @@ class Executor:
         self.watched: tuple[set, list] | None = None  # what its runs could change (runner.watched_dicts)
         self.compiled: dict[str, tuple] = {}  # source -> _parts: jobs' code (with a peer) and, in the seed, peers
         self.prepared: dict[str, tuple] = {}  # in the seed: peer source -> (code, module, streams), see _prepared
+        self.peer_pids: set[int] = set()  # in the seed: its peers with a pidfd open, not reaped yet (see _reap)
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
@@ -438,12 +439,15 @@ class Executor:
             finally:
                 os._exit(127)
         # The worker ends it by this pidfd, not by its pid: the seed reaps a peer as soon as it ends,
-        # after which its pid may name another process.
+        # after which its pid may name another process. Not before its pidfd is open (`_reap`): a
+        # peer that answers unasked may have ended already, and a zombie still has its pidfd.
         try:
             peer["fds"].append(os.pidfd_open(pid))
             peer["pid"] = pid
-        except OSError as exc:  # it has ended and been reaped already
-            peer.update(pid=0, error=f"the program's process ended at once: {exc}")
+        except OSError as exc:  # out of descriptors: the peer gets EOF once its channel is closed, and ends
+            peer.update(pid=0, error=f"no descriptor for the program's process: {exc}")
+        self.peer_pids.add(pid)
+        self._reap()  # it may have ended already, with its SIGCHLD handled before it was in peer_pids
 
     def _restrict_seed(self) -> None:
         """The seed's own Landlock layer: read the system and Python paths, write only below the
@@ -457,13 +461,16 @@ class Executor:
         except OSError:
             pass  # each peer then makes the whole layer itself
 
-    @staticmethod
-    def _reap() -> None:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+    def _reap(self) -> None:
+        """Reap the peers that have ended, of those in `peer_pids` only: one forked but without its
+        pidfd yet stays a zombie until it is in the set."""
+        for pid in list(self.peer_pids):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            except ChildProcessError:
                 pass
-        except ChildProcessError:
-            pass
+            self.peer_pids.discard(pid)
 
     def _ask_peers(self, kind: str) -> None:
         """Ask the seed for PEERS_AHEAD peers of this kind (its code and limits), taken by `_take_peer`."""
