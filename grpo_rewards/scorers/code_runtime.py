@@ -21,6 +21,12 @@ import time as _time
 import traceback as _traceback
 
 _NOTHING = object()
+try:  # once where the definitions run once: each CDLL makes a class of its own
+    import ctypes as _ctypes
+
+    _prctl = _ctypes.CDLL(None).prctl
+except (ImportError, OSError):  # a Python without ctypes: the tests' process stays dumpable
+    _prctl = None
 
 
 class ProgramExit(Exception):
@@ -465,12 +471,8 @@ def _main():
     _sys.set_int_max_str_digits(0)
     data = _jsonlib.loads(_sys.stdin.read())
     data["ahead"] = decode(data["ahead"], None)
-    try:
-        import ctypes  # loaded already in the local sandbox's workers
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program cannot open our /proc files
-    except (ImportError, OSError):
-        pass
+    if _prctl is not None:
+        _prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program cannot open our /proc files
     global _program, _state
     _Case.out, _Case.limit = _os.dup(1), data["limit"]
     try:
