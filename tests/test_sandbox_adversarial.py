@@ -225,6 +225,44 @@ def test_creating_namespaces_or_tracing_is_denied(run):
     assert r.status == "ok" and "ALLOWED" not in r.stdout and r.stdout.count("denied") == 4
 
 
+
+def test_no_socket_family_reaches_past_the_network_namespace(run, sandbox):
+    """Every family but the internet ones is refused, so a Unix socket file of the host (a
+    service's, a trainer's) cannot be reached by its path, nor vsock (the hypervisor)."""
+    families = sorted({int(v) for k, v in vars(socket).items() if k.startswith("AF_") and isinstance(v, int)} - {0})
+    code = ("import socket, errno\nfor family in %r:\n    try:\n        socket.socket(family, socket.SOCK_DGRAM).close()\n"
+            "        print(family, 'made')\n    except OSError as exc:\n        print(family, errno.errorcode.get(exc.errno))\n"
+            "a, b = socket.socketpair()\nprint('pair', int(a.family))") % (families,)
+    r = run(code)
+    made = {int(line.split()[0]) for line in r.stdout.splitlines() if line.endswith(" made")}
+    assert r.status == "ok" and made <= {socket.AF_INET, socket.AF_INET6}, r.stdout
+    assert f"{socket.AF_UNIX:d} EAFNOSUPPORT" in r.stdout and f"pair {socket.AF_UNIX:d}" in r.stdout
+    path = REPO / f".sandbox-test-{os.getpid()}.sock"  # where the sandbox uid can traverse
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        try:
+            os.chmod(path, 0o777)
+            listener.listen(1)
+            listener.settimeout(0.5)
+            r = run(f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({str(path)!r})\nprint('CONNECTED')")
+            assert r.status == "error" and "CONNECTED" not in r.stdout
+            with pytest.raises(TimeoutError):
+                listener.accept()
+        finally:
+            path.unlink()
+
+
+def test_no_ipc_object_or_file_watch_can_be_made(run):
+    """System V IPC and POSIX message queues live in the worker's IPC namespace, which outlives
+    the run (memory outside every limit, a channel to a later sample); file watches would report
+    the host's activity in directories the program may traverse. Each call that makes one is refused."""
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nfor name, nr, args in [('shmget', 29, (0, 1 << 20, 0o1600)),\n"
+            "        ('semget', 64, (0, 1, 0o1600)), ('msgget', 68, (0, 0o1600)), ('mq_open', 240, (b'q', 0o100 | 2, 0o600, None)),\n"
+            "        ('inotify_init1', 294, (0,)), ('fanotify_init', 300, (0, 0))]:\n"
+            "    print(name, 'MADE' if libc.syscall(nr, *args) >= 0 else 'refused', ctypes.get_errno())")
+    r = run(code)
+    assert r.status == "ok" and "MADE" not in r.stdout and r.stdout.count("refused") == 6, r.stdout
+
 # ---- the assertion harness under attack (code_tests) ------------------------------------------
 
 

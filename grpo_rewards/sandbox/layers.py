@@ -13,6 +13,7 @@ import ctypes
 import functools
 import os
 import resource
+import socket
 import struct
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -182,10 +183,20 @@ _SECCOMP_RET_ERRNO = 0x00050000
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_BIT = 0x40000000
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
-_SYS_CLONE, _SYS_CLONE3 = 56, 435
+_SYS_CLONE, _SYS_CLONE3, _SYS_SOCKET = 56, 435, 41
 _CLONE_NEW_ANY = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | 0x02000000
+_EPERM, _ENOSYS, _EAFNOSUPPORT = 1, 38, 97
+# The socket families a program may create: the internet ones, which the empty network namespace
+# and Landlock leave nothing to reach. Every other family can reach past that namespace (a
+# Unix socket connects to a socket file of the host's by its path, vsock to the hypervisor);
+# socketpair() is untouched: its two ends know no address.
+ALLOWED_SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6)
 # Kernel surface a test program never needs and exploits often use: namespaces and mounts,
-# ptrace and cross-process memory, eBPF, keyrings, perf, userfaultfd, io_uring, modules, kexec.
+# ptrace and cross-process memory, eBPF, keyrings, perf, userfaultfd, io_uring, modules, kexec;
+# System V IPC and POSIX message queues, whose objects live in the worker's IPC namespace and so
+# would outlive the run (memory outside every limit, a channel to later samples); and watches
+# on files (inotify, fanotify), which would report what the host does in directories the
+# program may traverse but not read.
 DENIED_SYSCALLS = {
     "ptrace": 101, "syslog": 103, "chroot": 161, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167,
     "swapoff": 168, "reboot": 169, "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176,
@@ -195,6 +206,10 @@ DENIED_SYSCALLS = {
     "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
     "pivot_root": 155,
+    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67, "msgget": 68,
+    "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240, "mq_unlink": 241,
+    "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
+    "inotify_init": 253, "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_init": 300, "fanotify_mark": 301,
 }
 
 
@@ -205,23 +220,30 @@ def _bpf(code: int, k: int = 0, jt: int = 0, jf: int = 0) -> bytes:
 @functools.lru_cache(maxsize=1)  # built once in the zygote, inherited by every forked run
 def seccomp_filter_program() -> bytes:
     """Deny (EPERM) the syscalls above and clone() with namespace flags; clone3 answers ENOSYS
-    so that the C library falls back to clone(), whose flags a classic filter can inspect.
-    Non-x86_64 calling conventions (the x32 ABI, a foreign arch) are denied outright."""
+    so that the C library falls back to clone(), whose flags a classic filter can inspect;
+    socket() of a family not in ALLOWED_SOCKET_FAMILIES answers EAFNOSUPPORT, as where the
+    kernel lacks it. Non-x86_64 calling conventions (the x32 ABI, a foreign arch) are denied outright."""
     ld_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     numbers = sorted(DENIED_SYSCALLS.values())
-    # (code, k, jump-true label, jump-false label); labels: "next", "allow", "deny", "enosys"
-    ops = [(ld_abs, 4, None, None), (jeq, _AUDIT_ARCH_X86_64, "next", "deny"),
-           (ld_abs, 0, None, None), (jge, _X32_BIT, "deny", "next")]
-    ops += [(jeq, nr, "deny", "next") for nr in numbers]
-    ops += [(jeq, _SYS_CLONE3, "enosys", "next"), (jeq, _SYS_CLONE, "next", "allow"),
-            (ld_abs, 16, None, None),  # args[0], low 32 bits: the clone flags
-            (jset, _CLONE_NEW_ANY, "deny", "allow")]
-    labels = {"allow": len(ops), "deny": len(ops) + 1, "enosys": len(ops) + 2}
+    # (label or None, code, k, jump-true label, jump-false label); "next": the following op
+    ops = [(None, ld_abs, 4, None, None), (None, jeq, _AUDIT_ARCH_X86_64, "next", "deny"),
+           (None, ld_abs, 0, None, None), (None, jge, _X32_BIT, "deny", "next")]
+    ops += [(None, jeq, nr, "deny", "next") for nr in numbers]
+    ops += [(None, jeq, _SYS_CLONE3, "enosys", "next"), (None, jeq, _SYS_CLONE, "clone", "next"),
+            (None, jeq, _SYS_SOCKET, "socket", "allow"),
+            ("clone", ld_abs, 16, None, None),  # args[0], low 32 bits: the clone flags
+            (None, jset, _CLONE_NEW_ANY, "deny", "allow"),
+            ("socket", ld_abs, 16, None, None)]  # args[0]: the family
+    ops += [(None, jeq, family, "allow", "next") for family in ALLOWED_SOCKET_FAMILIES]
+    returns = [("eafnosupport", _SECCOMP_RET_ERRNO | _EAFNOSUPPORT), ("allow", _SECCOMP_RET_ALLOW),
+               ("deny", _SECCOMP_RET_ERRNO | _EPERM), ("enosys", _SECCOMP_RET_ERRNO | _ENOSYS)]
+    at = {label: i for i, (label, *_) in enumerate(ops) if label}
+    at.update({label: len(ops) + i for i, (label, _) in enumerate(returns)})
     prog = []
-    for i, (code, k, jt, jf) in enumerate(ops):
-        rel = lambda label: 0 if label in (None, "next") else labels[label] - i - 1  # noqa: E731
+    for i, (_, code, k, jt, jf) in enumerate(ops):
+        rel = lambda label: 0 if label in (None, "next") else at[label] - i - 1  # noqa: E731
         prog.append(_bpf(code, k, rel(jt), rel(jf)))
-    prog += [_bpf(ret, _SECCOMP_RET_ALLOW), _bpf(ret, _SECCOMP_RET_ERRNO | 1), _bpf(ret, _SECCOMP_RET_ERRNO | 38)]
+    prog += [_bpf(ret, value) for _, value in returns]
     return b"".join(prog)
 
 

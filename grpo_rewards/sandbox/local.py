@@ -43,7 +43,7 @@ LAYERS = {
     "uid": "programs run as a fresh non-root uid: process limits bind and nothing of root's is writable",
     "user_namespace": "as non-root: gives the worker the right to create the other namespaces",
     "drop_caps": "as non-root in a user namespace: programs hold no capabilities in it",
-    "net_namespace": "no network at all (not even 127.0.0.1), no shared IPC objects",
+    "net_namespace": "no network at all (not even 127.0.0.1); the worker's own IPC and UTS namespaces",
     "mount_namespace": "mounts below are private to the sandbox",
     "private_tmp": "/tmp, /var/tmp and /dev/shm are empty size-capped tmpfs: the host's temp files are unseen",
     "hidden_home": "directories the sandbox uid cannot enter (root's home) are replaced by empty ones",
@@ -52,7 +52,8 @@ LAYERS = {
     "pdeathsig": "a program dies with its worker even if every other kill misses it",
     "no_new_privs": "setuid binaries cannot raise privileges",
     "landlock": "filesystem: read only system/Python paths, write only the run's dir; TCP and signals out denied",
-    "seccomp": "no namespaces, mounts, ptrace, eBPF, keyrings, perf, userfaultfd, io_uring or modules",
+    "seccomp": "no namespaces, mounts, ptrace, eBPF, keyrings, perf, userfaultfd, io_uring, modules, IPC objects, "
+               "file watches, or sockets but internet ones",
     "probe_run": "a trivial program ran through every active layer",
 }
 
