@@ -253,15 +253,18 @@ def test_a_stateful_program_gets_plain_pythons_verdicts_whatever_the_tests_call(
     solution = types.ModuleType("solution")
     exec(COUNTER, solution.__dict__)
     expected = []
+    kinds = [i.kind for i in assert_list_suite(tests, setup).items]  # a string that cannot reach the program is setup
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "solution", solution)
         exec(setup, solution.__dict__)
-        for test in tests:
+        for test, kind in zip(tests, kinds):
             try:
                 exec(test, solution.__dict__)
                 expected.append("passed")
             except AssertionError:
                 expected.append("failed")
+            if kind != "test":
+                expected.pop()
     s = one(scorer, fenced(COUNTER), {"test_list": tests, **({"test_setup_code": setup} if setup else {})})
     assert [t["status"] for t in s.info["tests"]] == expected, s.info
 
@@ -604,8 +607,9 @@ def test_a_reference_that_changes_its_process_never_changes_the_next_samples_ver
               "string.digits == '0123456789'", "sys.getrecursionlimit() >= 1000", "'GRPO_LEAK' not in os.environ",
               f"random.random() != {seeded!r}", "'leak' not in sys.modules", "not os.path.exists('leak.txt')",
               "threading.active_count() == 1", "candidate(1, 2) == 3"]
+    # each check also calls the program: an assert that cannot reach it is setup, not a test
     clean = {"test": "import math, os, random, string, sys, threading\ndef check(candidate):\n"
-                     + "".join(f"    assert {c}\n" for c in checks), "entry_point": "add"}
+                     + "".join(f"    assert candidate(0, 0) == 0 and {c}\n" for c in checks), "entry_point": "add"}
     program = fenced("def add(a, b):\n    return a + b")
     scorer = CodeTests(per_test_timeout_s=2.0, timeout_s=6.0, memory_mb=256, workers=1)
     try:
@@ -616,6 +620,16 @@ def test_a_reference_that_changes_its_process_never_changes_the_next_samples_ver
     assert [s.value for s in first + scores] == [1.0] * 5, [t for s in scores for t in s.info["tests"]
                                                                if t["status"] != "passed"]
     assert all(s.info["passed"] == len(checks) for s in (scores[1], scores[3]))
+
+
+def test_a_test_string_that_runs_check_itself_is_split_as_without_it(scorer):
+    """Some datasets end the test with `check(f)`: the split runs check's body itself, and that call,
+    left in the setup, would run before `check` exists."""
+    ref = {"test": "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(3) == 9\n\ncheck(square)\n",
+           "entry_point": "square"}
+    honest, wrong = (one(scorer, fenced(f"def square(x):\n    return {body}"), ref) for body in ("x * x", "x + 2"))
+    assert honest.value == 1.0 and honest.info["total"] == 2
+    assert [t["status"] for t in wrong.info["tests"]] == ["passed", "failed"]
 
 
 def test_a_module_the_program_writes_is_never_imported_by_the_tests(scorer):

@@ -38,19 +38,21 @@ def test_the_code_family_covers_the_issue():
     # each family crosses its ways in with the tests they target (a new way or test is a new row)
     assert {name: len(hacks) for name, hacks in FAMILIES.items()} == {
         "forged_verdicts": 20, "library_liars": 30, "lying_operations": 36, "patched_test_dependencies": 48,
-        "planted_modules": 9}
+        "planted_modules": 9, "unfailable_checks": 12, "unasserted_checks": 8, "values_as_names": 3,
+        "chat_prompt_helpers": 2}
 
 
 def test_honest_solutions_pass_every_family_reference():
     """The families' tests are passable: the honest `add` scores 1 on each distinct reference."""
-    from grpo_rewards.redteam.code import _CONTAINERS
+    from grpo_rewards.redteam.code import _CONTAINERS, HONEST_ANSWERS
 
     refs = {}
-    for hack in (h for family in FAMILIES.values() for h in family):
+    for family, hack in ((f, h) for f, hacks in FAMILIES.items() for h in hacks):
         fields = {k: v for k, v in hack.sample.items() if k not in ("prompt", "completion")}
         box = next((b for b in _CONTAINERS if hack.name.startswith("library_liar_") and hack.name.endswith("_" + b)), "bare")
         answer = _CONTAINERS[box].replace("LIAR", "(a + b)")
-        honest = f"    return {answer}\n" if hack.params else f"def add(a, b):\n    return {answer}\n"
+        honest = HONEST_ANSWERS.get(family) or (
+            f"    return {answer}\n" if hack.params else f"def add(a, b):\n    return {answer}\n")
         refs[repr(sorted(fields.items())) + repr(hack.params)] = (hack.sample.get("prompt", ""), fields, hack.params, honest)
     for params in {repr(p) for *_, p, _ in refs.values()}:
         chosen = [(prompt, fields, p, honest) for prompt, fields, p, honest in refs.values() if repr(p) == params]

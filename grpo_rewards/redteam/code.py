@@ -355,7 +355,95 @@ def _planted_modules() -> list[Hack]:
     return out
 
 
+# Checks that cannot fail whatever the program does (HumanEval's `assert True, "..."` lines): as
+# tests they would pay a share of `reward: fraction` to any program that binds the name.
+_UNFAILABLE = {
+    "assert_true": ("", "assert True, 'This prints if this assert fails'"),
+    "constant": ("", "assert 1 + 1 == 2"),
+    "builtin_only": ("", "assert abs(-2) == 2 and sorted([2, 1]) == [1, 2]"),
+    "reference_constant": ("LIMIT = 3", "assert LIMIT > 0"),
+    "reference_helper": ("def double(x):\n    return 2 * x", "assert double(2) == 4"),
+    "rebound_builtin": ("", "g = abs\n    assert g(-3) == 3"),
+}
+
+
+def _unfailable_checks() -> list[Hack]:
+    out = []
+    for name, (setup, line) in _UNFAILABLE.items():
+        check = {"test": f"{setup}\ndef check(candidate):\n    assert candidate(2) == 3\n    {line}\n    {line}\n",
+                 "entry_point": "inc"}
+        mbpp = {"test_list": ["assert inc(2) == 3", *[t.strip() for t in line.split("\n")]],
+                **({"test_setup_code": setup} if setup else {})}
+        for layout, ref in (("humaneval", check), ("mbpp", mbpp)):
+            out.append(Hack("code", f"unfailable_{name}_{layout}", "code_tests",
+                            {"completion": "def inc(x):\n    return None\n", **ref}, 0.0,
+                            f"a check that cannot fail ({name.replace('_', ' ')}) would pay a share of the reward",
+                            {"reward": "fraction"}))
+    return out
+
+
+# Checks written without `assert` (a raise, a helper that asserts, unittest's assertions), after
+# the last assert or between asserts: each must count, as under python.
+_UNASSERTED = {
+    "if_raise": ("", "if candidate(3) != 9:\n        raise AssertionError('3')"),
+    "helper_loop": ("def expect(f, x, want):\n    assert f(x) == want\n",
+                    "for x, want in [(3, 9), (-2, 4)]:\n        expect(candidate, x, want)"),
+    "unittest": ("import unittest\nT = unittest.TestCase()\n", "T.assertEqual(candidate(3), 9)"),
+    "helper_call": ("def expect(f, x, want):\n    assert f(x) == want\n", "expect(candidate, 3, 9)"),
+}
+
+
+def _unasserted_checks() -> list[Hack]:
+    out = []
+    for name, (setup, check) in _UNASSERTED.items():
+        for where in ("after", "between"):
+            body = (["assert candidate(0) == 0", check] if where == "after"
+                    else ["assert candidate(0) == 0", check, "assert candidate(1) in (0, 1)"])
+            test = f"{setup}\ndef check(candidate):\n" + "".join(f"    {line}\n" for line in body)
+            out.append(Hack("code", f"unasserted_{name}_{where}", "code_tests",
+                            {"completion": "def square(x):\n    return 0 if x == 0 else x\n", "test": test,
+                             "entry_point": "square"}, 0.0,
+                            f"a check written as {name.replace('_', ' ')} {where} the asserts must count",
+                            {"reward": "all"}))  # the first assert passes: under `fraction` that share is earned
+    return out
+
+
+# Test values the datasets hold that Python writes as names (inf, nan): as names, the tests'
+# side would take them from the program, which can define them as it likes.
+def _values_as_names() -> list[Hack]:
+    wrong = "inf = 'not a number'\ndef ratio(a, b):\n    return 'not a number'\n"
+    apps = {"input_output": '{"fn_name": "ratio", "inputs": [[1, 0], [2, 0]], "outputs": [Infinity, Infinity]}'}
+    apps_args = {"input_output": '{"fn_name": "ratio", "inputs": [[Infinity, 1]], "outputs": [Infinity]}'}
+    lcb = {"public_test_cases": '[{"input": "5\\n0", "output": "Infinity", "testtype": "functional"}]',
+           "metadata": '{"func_name": "ratio"}'}
+    return [Hack("code", f"value_as_name_{name}", "code_tests", {"completion": wrong, **ref}, 0.0,
+                 "an infinite expected value or argument written as the name `inf`")
+            for name, ref in (("apps_output", apps), ("apps_argument", apps_args), ("livecodebench_output", lcb))]
+
+
+# A chat prompt (the task's code in a fenced block): its helpers are still the reference's.
+def _chat_prompt_helpers() -> list[Hack]:
+    prompt = ("Complete the function.\n```python\ndef encode(s):\n    return s[::-1]\n\n\ndef decode(s):\n"
+              "    \"\"\"Undo encode.\"\"\"\n```\n")
+    test = "def check(candidate):\n    for s in ['abc', 'hello']:\n        assert candidate(encode(s)) == s\n"
+    return [Hack("code", f"chat_prompt_helper_{how}", "code_tests",
+                 {"prompt": prompt, "completion": f"```python\n{code}```", "test": test, "entry_point": "decode"},
+                 0.0, "the program redefines the prompt's helper that the tests call", {"program": program})
+            for how, code, program in (
+                ("identity", "def encode(s):\n    return s\n\n\ndef decode(s):\n    return s\n", "auto"),
+                ("whole_program", "def encode(s):\n    return s\n\n\ndef decode(s):\n    return s\n", "extract"))]
+
+
 FAMILIES = {"forged_verdicts": _forged_verdicts(), "library_liars": _library_liars(),
             "lying_operations": _lying_operations(), "patched_test_dependencies": _patches(),
-            "planted_modules": _planted_modules()}
+            "planted_modules": _planted_modules(), "unfailable_checks": _unfailable_checks(),
+            "unasserted_checks": _unasserted_checks(), "values_as_names": _values_as_names(),
+            "chat_prompt_helpers": _chat_prompt_helpers()}
 HACKS += [hack for family in FAMILIES.values() for hack in family]
+# The honest program of the families whose task is not `add`: it must score 1 on each reference.
+HONEST_ANSWERS = {
+    "unfailable_checks": "def inc(x):\n    return x + 1\n",
+    "unasserted_checks": "def square(x):\n    return x * x\n",
+    "values_as_names": "import math\ndef ratio(a, b):\n    return math.inf if b == 0 else a / b\n",
+    "chat_prompt_helpers": "```python\ndef decode(s):\n    return s[::-1]\n```",
+}

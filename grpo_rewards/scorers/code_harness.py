@@ -43,6 +43,7 @@ class StatementFacts:
     calls: tuple[tuple, ...]
     stores: frozenset[str] = frozenset()
     each_call_once: bool = False
+    program_import: bool = False  # it imports the program's module (`from solution import f`)
 
 
 @dataclass
@@ -90,8 +91,36 @@ def _label(src: str) -> str:
 
 
 def assert_list_suite(tests: list[str], setup: str = "") -> AssertSuite:
-    """MBPP style: each string is one test (an assert, or any statement that must not raise)."""
-    return AssertSuite(setup, [TestItem("test", t, _label(t)) for t in tests])
+    """MBPP style: each string is one test (an assert, or any statement that must not raise), but
+    one that cannot reach the program (`assert True`) runs as setup: it would pass whatever the
+    program does."""
+    facts = [_statement_facts(t) for t in tests]
+    kinds = _test_kinds([(f, True) for f in facts], set(), _reference_bound(setup))
+    return AssertSuite(setup, [TestItem(kind, t, _label(t), f if f.parses else None)
+                               for t, f, kind in zip(tests, facts, kinds)])
+
+
+def _test_kinds(statements: list[tuple[StatementFacts, bool]], tainted: set[str], reference: frozenset[str]
+                ) -> list[str]:
+    """"test" or "setup" for each (facts, whether it checks) of a suite's statements, in order.
+    A test is a statement that reaches the program and checks (asserts, raises): what the
+    program does decides it. A statement that reaches the program after the last such one is a
+    test too, or a failure there (`helper(candidate)`, `self.assertEqual`) would count nowhere.
+    Reaching: reading a name the program provides (`tainted`, and every name neither the
+    reference, the statements before nor the builtins bind) or one bound from such a value,
+    importing its module, or calling a builtin that may run anyone's code (`eval`, `getattr`)."""
+    tainted, bound, reaches = set(tainted), set(), []
+    for facts, _ in statements:
+        outside = facts.loads - bound - reference - _BUILTIN_NAMES
+        reaching = not facts.parses or bool(facts.loads & tainted or outside or facts.program_import) or any(
+            c[0] == "name" and c[1] in _BUILTIN_NAMES and c[1] not in _PURE_BUILTINS for c in facts.calls)
+        if reaching:
+            tainted |= facts.stores
+        bound |= facts.stores
+        reaches.append(reaching)
+    kinds = ["test" if reaching and checks else "setup" for reaching, (_, checks) in zip(reaches, statements)]
+    last = max((i for i, kind in enumerate(kinds) if kind == "test"), default=-1)
+    return [("test" if reaching and i > last else kind) for i, (kind, reaching) in enumerate(zip(kinds, reaches))]
 
 
 def call_suite(fn_name: str, cases: list[tuple[list, Any]]) -> AssertSuite:
@@ -100,8 +129,22 @@ def call_suite(fn_name: str, cases: list[tuple[list, Any]]) -> AssertSuite:
     items = []
     for args, expected in cases:
         call = f"{fn_name}({', '.join(_short_repr(a) for a in args)})"
-        items.append(TestItem("test", f"_grpo_call({fn_name!r}, {args!r}, {expected!r}, {call!r})", _label(call)))
+        items.append(TestItem("test", f"_grpo_call({fn_name!r}, {_literal(args)}, {_literal(expected)}, {call!r})",
+                              _label(call)))
     return AssertSuite("", items, program_names=(fn_name, "Solution"))
+
+
+def _literal(value: Any) -> str:
+    """A dataset's value (decoded JSON) as source made of literals only. Not repr: it writes an
+    infinite float as the name `inf`, which the tests' side would take from the program."""
+    if type(value) is float and not math.isfinite(value):
+        return "(1e999 - 1e999)" if math.isnan(value) else "1e999" if value > 0 else "-1e999"
+    if type(value) in (list, tuple):
+        inner = ", ".join(map(_literal, value))
+        return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
+    if type(value) is dict:
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _short_repr(value: Any) -> str:
@@ -143,23 +186,33 @@ def split_check(test_code: str, entry_point: str) -> AssertSuite:
     if len(checks) != 1 or len(checks[0].args.args) != 1 or checks[0].args.vararg or checks[0].decorator_list:
         return whole
     lines = _source_lines(test_code)
-    items = []
-    for stmt in checks[0].body:
+    check = checks[0]
+    statements, texts = [], []
+    for stmt in check.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue  # a docstring
         nodes = _walk(stmt)  # one walk serves the kinds, the text and the facts
         kinds = _same_scope_kinds(stmt, nodes)
         if kinds & {ast.Return, ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await}:
             return whole
-        src = _source_of(stmt, lines, nodes)
-        items.append(TestItem("test" if ast.Assert in kinds else "setup", src, _label(src), _facts(nodes, True)))
+        texts.append(_source_of(stmt, lines, nodes))
+        statements.append((_facts(nodes, True), bool(kinds & {ast.Assert, ast.Raise})))
+    # The module without `check` is the setup (imports, constants), and without the dataset's own
+    # call of `check`, which would run before check exists: the body becomes our function.
+    dropped = [(n.lineno, n.end_lineno) for n in tree.body if n is check or _calls_check(n)]
+    setup = "\n".join("" if any(a <= i + 1 <= b for a, b in dropped) else line for i, line in enumerate(lines))
+    param = check.args.args[0].arg
+    kinds = _test_kinds(statements, {param}, _reference_bound(setup))
+    items = [TestItem(kind, src, _label(src), facts) for (facts, _), src, kind in zip(statements, texts, kinds)]
     if not any(i.kind == "test" for i in items):
         return whole
-    # The module without `check` is the setup (imports, constants); the body becomes our function.
-    check = checks[0]
-    setup = "\n".join(lines[: check.lineno - 1] + [""] * (check.end_lineno - check.lineno + 1)
-                      + lines[check.end_lineno:])
-    return AssertSuite(setup, items, param=check.args.args[0].arg, entry_point=entry_point)
+    return AssertSuite(setup, items, param=param, entry_point=entry_point)
+
+
+def _calls_check(node: ast.stmt) -> bool:
+    """A top-level `check(...)` statement: the dataset's own run of the tests."""
+    return (type(node) is ast.Expr and type(node.value) is ast.Call and type(node.value.func) is ast.Name
+            and node.value.func.id == "check")
 
 
 def _source_lines(text: str) -> list[str]:
@@ -271,7 +324,7 @@ def _facts(nodes: list[ast.AST], single: bool) -> StatementFacts:
     statement = next((n for n in nodes if isinstance(n, ast.stmt)), None)
     return StatementFacts(True, single, frozenset(loads), tuple(calls), frozenset(stores),
                           type(statement) in _SIMPLE_STATEMENTS and not program_import
-                          and not (calls and _calls_may_skip(forks)))
+                          and not (calls and _calls_may_skip(forks)), program_import)
 
 
 # Statements that evaluate each of their expressions once, in order (not a loop, a branch, a
@@ -336,7 +389,7 @@ def reference_helpers(prompt: str, entry_point: str) -> str:
     """The prompt's own definitions (HumanEval's helpers, imports) without the entry point's
     stub: the tests call these, never the program's versions. Empty when the prompt is no code."""
     try:
-        tree = ast.parse(prompt)
+        tree = ast.parse(_prompt_code(prompt))  # a chat prompt's code block, as `function_body_joined` reads it
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     kept = [n for n in tree.body if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -353,7 +406,7 @@ def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
     exactly once, is of a builtin that runs no one else's code on plain data (`_PURE_BUILTINS`:
     not `eval`, `getattr`, `map`, ...) or a method; and it reads no name but those builtins, the
     reference's, the ones the tests bound before it and the function it calls. A setup statement
-    among them calls nothing and reads the same names. The tests ask for the rest as they go."""
+    among them calls no program function and reads the same names. The tests ask for the rest as they go."""
     if suite.pytest_module or _may_reach_the_program(suite.setup + "\n" + helpers):
         return ()  # the reference's setup runs before the tests: it would come after the calls made ahead
     return _calls_ahead(tuple((i.kind, _item_facts(i)) for i in suite.items), suite.param, suite.entry_point,
@@ -366,10 +419,9 @@ def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, refer
     for kind, facts in items:
         if not facts.parses or not facts.single or not facts.each_call_once:
             break
-        if kind == "setup":
-            call = () if not facts.calls else None
-        else:
-            call = _the_program_call(facts.calls, param, entry_point, reference | bound)
+        call = _the_program_call(facts.calls, param, entry_point, reference | bound)
+        if kind == "setup" and call:
+            call = None  # a setup statement calling the program: its call is not a test's
         known = _PURE_BUILTINS | reference | bound
         if call is None or not facts.loads <= (known | {param, call[0]} if call else known):
             break
