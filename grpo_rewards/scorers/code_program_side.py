@@ -9,6 +9,7 @@ plain data stay here, in `_objects`, and cross as handle numbers.
 """
 
 import linecache as _linecache
+import operator as _operator
 import os as _os
 import pickle as _pickle
 # The C modules, not signal's and socket's wrappers: a fresh process's first use of their enum
@@ -127,7 +128,15 @@ def _batch(calls, limit):
     return replies
 
 
+def _raises(op, *operands):
+    """A refused operation (`operator.<op>`, or hash, round, int, float, complex) run on the
+    program's objects only for the exception it may raise: its value never crosses."""
+    run = {"hash": hash, "round": round, "int": int, "float": float, "complex": complex}.get(op)
+    (run or getattr(_operator, op if op not in ("and", "or") else op + "_"))(*operands)
+
+
 _OPS = {
+    "raises": _raises,
     "load": _load,
     "call": _call,
     "getattr": getattr,

@@ -39,7 +39,15 @@ class ExceptionClass:
 
 
 class NotPlainData(TypeError):
-    """A value that cannot cross the boundary; its message names the type."""
+    """A value that cannot cross the boundary; its message names the type. Each one made is kept
+    in `made` (the tests' side clears it for each test): a test that met one fails even when it
+    caught it, so `pytest.raises(TypeError)` never counts a refusal as the program's TypeError."""
+
+    made = []
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        NotPlainData.made.append(self)
 
 
 class Ref:
