@@ -170,10 +170,9 @@ def test_humaneval_check_is_split_but_falls_back_when_unsafe():
 
 
 def _load_request(suite, helpers=""):
-    """What the program's process is asked first for `suite`: (the names it returns, the calls made ahead)."""
+    """What the program's process is asked first for `suite`: the request, decoded."""
     job = assert_job("def f(*a, **k):\n    return 1", suite, 1.0, Limits(), helpers)
-    request = decode(job.peer_input[4:].decode(), None)
-    return request[5], request[6]
+    return decode(job.peer_input[4:].decode(), None)
 
 
 # Builtins that can reach the program although no program function is named in the test.
@@ -182,52 +181,46 @@ REACHING_BUILTINS = ["assert eval('f(2)') == 2", "exec('assert f(2) == 2')", "as
                      "assert getattr(__import__('solution'), 'f')(2) == 2", "assert next(iter([f]))(2) == 2"]
 
 
-@pytest.mark.parametrize(("tests", "setup", "ahead"), [
-    (["assert f(1) == 2", "assert f([1, 'a']) == 3"], "", [("f", [1], {}), ("f", [[1, "a"]], {})]),
-    (["assert abs(f(1) - 2.0) < 1e-6", "assert sorted(f(3)) == [1]"], "", [("f", [1], {}), ("f", [3], {})]),
-    (["assert f(1, y={'k': (1, 2)}) == 0"], "", [("f", [1], {"y": {"k": (1, 2)}})]),
-    (["assert math.floor(f(1.5)) == 1"], "import math", [("f", [1.5], {})]),  # a module the reference imports
-    (["assert f(*[1, 2]) == 3", "assert f(1) == 1"], "", []),  # starred: not literal
-    (["assert f(1) == 1", "assert f(*[1, 2]) == 3", "assert f(2) == 2"], "", [("f", [1], {})]),  # up to it
-    (["assert f(1) == 1", "assert True", "assert abs(-1) == 1", "assert f(2) == 2"], "",
-     [("f", [1], {}), ("f", [2], {})]),  # tests calling no program function and reading no name of it
-    (["assert f(1) == 1", "assert LIMIT > 0", "assert f(2) == 2"], "", [("f", [1], {})]),  # a name it may bind
-    (["assert f(1) == 1", "assert f", "assert f(2) == 2"], "", [("f", [1], {})]),
-    (["assert f(1) == 1", "assert LIMIT > 0", "assert f(2) == 2"], "LIMIT = 3",
-     [("f", [1], {}), ("f", [2], {})]),  # ... unless the reference binds it
-    (["assert f(1) == 2, str(f(1))", "assert f(2) == 3"], "", []),  # the message calls it again on failure
-    (["assert f(1) == 1", "assert solution.f(2) == 2"], "import solution", []),  # a setup that may call it first
-    (["assert f(1) == 1", "assert s.f(2) == 2"], "import solution as s", []),
-    (["assert f(1) == 1"], "x = eval('1')", []),
-    (["assert f(1) == 1"], "import math\nX = math.pi", [("f", [1], {})]),
-    (["assert f(1) == 1", "from solution import f as g", "assert f(3) == 3"], "", [("f", [1], {})]),
-    (["assert True or f(1) == 1", "assert f(2) == 2"], "", []),  # a call that may not run
-    (["assert f(1) == CONST", "assert f(2) == 2"], "", []),  # a name of the program's read besides the call
-    (["assert count() == 0", "f = abs", "assert f(-3) == 3"], "", [("count", [], {})]),  # a name the tests rebound
-    *[(["assert f(1) == 1", middle, "assert f(3) == 3"], "", [("f", [1], {})]) for middle in REACHING_BUILTINS],
-    (["assert f(**{'x': 1}) == 1"], "", []),
-    (["assert f(g(1)) == 1"], "", []),  # two calls of the program's names
-    (["assert obj.method(1) == 2"], "", []),  # a method of a name the reference does not bind
-    (["assert (lambda: f(1))() == 1"], "", []),  # a call of a call
-    (["assert helper(f(1)) == 1"], "def helper(x):\n    return x", []),  # the reference's own function
-    (["assert f(1) == 1", "x = print(2)", "assert f(2) == 2"], "",
-     [("f", [1], {}), ("f", [2], {})]),  # a test calling only a builtin on plain data
-    (["assert f(1) == 1", "assert f(2 ==", "assert f(3) == 3"], "", [("f", [1], {})]),  # a test that does not parse
+@pytest.mark.parametrize(("tests", "setup", "kinds"), [
+    (["assert f(1) == 2", "assert True", "assert abs(-1) == 1 and sorted([2, 1]) == [1, 2]"], "",
+     ["test", "setup", "setup"]),  # checks that cannot reach the program
+    (["assert LIMIT > 0", "assert f(2) == 2"], "", ["test", "test"]),  # a name the program may bind
+    (["assert LIMIT > 0", "assert f(2) == 2"], "LIMIT = 3", ["setup", "test"]),  # ... unless the reference binds it
+    (["g = abs", "assert g(-3) == 3", "h = f", "assert h(2) == 2"], "", ["setup", "setup", "test", "test"]),
+    (["x = print(2)", "assert f(2) == 2"], "", ["setup", "test"]),
+    (["import solution", "assert solution.f(2) == 2"], "", ["test", "test"]),
+    (["assert helper(2) == 4"], "def helper(x):\n    return 2 * x", ["setup"]),
+    *[([middle], "", ["test"]) for middle in REACHING_BUILTINS],
+    (["assert f(2 =="], "", ["test"]),  # a test that does not parse: it reports its error
 ])
-def test_calls_made_ahead_only_when_the_order_of_program_calls_is_certain(tests, setup, ahead):
-    names, calls = _load_request(assert_list_suite(tests, setup))
-    assert calls == ahead
-    assert not {"abs", "sorted", "print", "range"} & set(names)  # builtins are never the program's
+def test_a_test_is_a_check_that_can_reach_the_program(tests, setup, kinds):
+    assert [i.kind for i in assert_list_suite(tests, setup).items] == kinds
 
 
-def test_calls_are_made_ahead_up_to_a_statement_between_tests_that_calls():
+def test_the_program_is_asked_first_for_its_names_only():
+    """The first request holds the program's text and the names the tests read: never a call of a
+    test to come (its arguments would tell the program what later tests ask)."""
+    request = _load_request(assert_list_suite(["assert f(1) == 2", "assert f(2) == abs(-3)"]))
+    assert request[:2] == [1, "load"] and len(request) == 6 and set(request[5]) == {"f", "_grpo_case"}
+
+
+def test_the_reference_setup_runs_before_any_call_and_one_odd_result_fails_only_its_test(scorer):
+    """Each call is asked when its test makes it: after the reference's setup (which writes the
+    file the program reads), and a result that cannot cross (a dict keyed by the program's
+    objects) fails its own test only."""
+    program = ("from pathlib import Path\nimport enum\nclass Suit(enum.Enum):\n    HEARTS = 1\n"
+               "def total(p):\n    return sum(map(int, Path(p).read_text().split()))\n"
+               "def count(cards):\n    return {Suit.HEARTS: len(cards)}\n")
+    ref = {"test_list": ["assert total('numbers.txt') == 6", "assert len(count([1, 2])) == 1", "assert total('numbers.txt') > 5"],
+           "test_setup_code": "from pathlib import Path\nPath('numbers.txt').write_text('1 2 3')"}
+    s = one(scorer, fenced(program), ref)
+    assert [t["status"] for t in s.info["tests"]] == ["passed", "failed", "passed"], s.info["tests"]
+
+
+def test_a_statement_between_tests_that_calls_the_program_is_setup_and_a_trailing_one_a_test():
     check = ("def check(candidate):\n    assert candidate(1) == 1\n    x = candidate(5)\n"
-             "    assert candidate(2) == 2\n    y = 3\n")
-    suite = split_check(check, "f")
-    assert [i.kind for i in suite.items] == ["test", "setup", "test", "setup"]
-    assert _load_request(suite)[1] == [("f", [1], {})]
-    quiet = split_check(check.replace("x = candidate(5)", "x = 5"), "f")
-    assert _load_request(quiet)[1] == [("f", [1], {}), ("f", [2], {})]
+             "    assert candidate(2) == 2\n    y = candidate(3)\n    z = 3\n")
+    assert [i.kind for i in split_check(check, "f").items] == ["test", "setup", "test", "test", "setup"]
 
 
 COUNTER = "n = [0]\ndef f(x=None):\n    n[0] += 1\n    return n[0]\ndef count():\n    return n[0]\ng = f\n"
@@ -279,8 +272,8 @@ def test_a_setup_that_reaches_the_program_runs_before_the_tests_calls(scorer, te
 
 
 def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():
-    names, _ = _load_request(assert_list_suite(["assert f(X) == helper(2)", "for i in range(2):\n    assert g(i)"],
-                                               "X = Y + 1\ndef helper(v):\n    return v"))
+    names = _load_request(assert_list_suite(["assert f(X) == helper(2)", "for i in range(2):\n    assert g(i)"],
+                                            "X = Y + 1\ndef helper(v):\n    return v"))[5]
     assert set(names) == {"_grpo_case", "f", "X", "helper", "g", "i", "Y", "v"}
     humaneval = split_check("def check(candidate):\n    lam = lambda v: v + K\n    assert candidate(lam(1)) == 2\n"
                             "    def nested():\n        return 1\n", "f")
@@ -288,7 +281,7 @@ def test_the_names_asked_of_the_program_are_those_the_tests_and_setup_read():
     lam = split_check("K = 1\ndef check(candidate):\n    assert candidate((lambda v: v + K)(1)) == 2\n"
                       "    if True:\n        def nested():\n            return 1\n", "f")
     assert [i.kind for i in lam.items] == ["test", "setup"]  # returns inside nested scopes do not count
-    assert set(_load_request(lam)[0]) == {"_grpo_case", "candidate", "K", "f", "v"}
+    assert set(_load_request(lam)[5]) == {"_grpo_case", "candidate", "K", "f", "v"}
 
 
 # Every character str.splitlines breaks a line at but Python's parser does not.

@@ -32,18 +32,17 @@ from grpo_rewards.scorers.code_wire import REPORT_PREFIX, encode, frame
 
 @dataclass(frozen=True, eq=False)  # compared by identity: a cache key for what is read from it
 class StatementFacts:
-    """What a job needs of a test's text, read from its syntax tree in one walk: whether it
-    parses as one statement, the names it reads and binds, each call it makes (`_call_summary`),
-    in order, and whether it is a simple statement whose calls each run exactly once and that
-    imports nothing of the program's (`each_call_once`)."""
+    """What a suite needs of a test's text, read from its syntax tree in one walk: whether it
+    parses as one statement, the names it reads and binds, whether it imports the program's
+    module (`from solution import f`) and whether it calls a builtin that may run anyone's code
+    (`eval`, `getattr`, `map`: not in `_PURE_BUILTINS`)."""
 
     parses: bool
     single: bool
     loads: frozenset[str]
-    calls: tuple[tuple, ...]
     stores: frozenset[str] = frozenset()
-    each_call_once: bool = False
-    program_import: bool = False  # it imports the program's module (`from solution import f`)
+    program_import: bool = False
+    dynamic: bool = False
 
 
 @dataclass
@@ -112,8 +111,7 @@ def _test_kinds(statements: list[tuple[StatementFacts, bool]], tainted: set[str]
     tainted, bound, reaches = set(tainted), set(), []
     for facts, _ in statements:
         outside = facts.loads - bound - reference - _BUILTIN_NAMES
-        reaching = not facts.parses or bool(facts.loads & tainted or outside or facts.program_import) or any(
-            c[0] == "name" and c[1] in _BUILTIN_NAMES and c[1] not in _PURE_BUILTINS for c in facts.calls)
+        reaching = not facts.parses or bool(facts.loads & tainted or outside or facts.program_import or facts.dynamic)
         if reaching:
             tainted |= facts.stores
         bound |= facts.stores
@@ -278,9 +276,9 @@ _SOURCES = {name: Path(__file__).with_name(name).read_text(encoding="utf-8")
 TESTS_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_runtime.py"] + "\n_main()\n"
 PROGRAM_SIDE = _SOURCES["code_wire.py"] + _SOURCES["code_program_side.py"] + "\n_serve_requests(3)\n"
 _BUILTIN_NAMES = frozenset(dir(builtins))
-# Builtins that, on plain data, run no code but the interpreter's: a test calling them besides its
-# program call cannot reach the program. An allow-list: any other (eval, exec, getattr, setattr,
-# map, filter, iter, next, __import__, globals, vars, open, ...) stops the calls made ahead.
+# Builtins that, on plain data, run no code but the interpreter's: calling them does not reach the
+# program. An allow-list: any other (eval, exec, getattr, setattr, map, filter, iter, next,
+# __import__, globals, vars, open, ...) may.
 _PURE_BUILTINS = frozenset(f.__name__ for f in (
     abs, all, any, ascii, bin, bool, bytes, chr, complex, dict, divmod, enumerate, float, format, frozenset, hash, hex,
     int, isinstance, len, list, max, min, oct, ord, pow, print, range, repr, reversed, round, set, sorted, str, sum,
@@ -306,46 +304,21 @@ def _tests_source(suite: AssertSuite) -> str:
 
 
 def _facts(nodes: list[ast.AST], single: bool) -> StatementFacts:
-    """`nodes`: a statement's `_walk` (its calls are summarised in that order)."""
-    loads, stores, calls, forks, program_import = set(), set(), [], [], False
+    """`nodes`: a statement's `_walk`."""
+    loads, stores, program_import, dynamic = set(), set(), False, False
     for node in nodes:
         kind = type(node)
         if kind is ast.Name:
             (loads if type(node.ctx) is ast.Load else stores).add(node.id)
         elif kind is ast.Call:
-            calls.append(_call_summary(node))
-        elif kind in _BRANCHING:
-            forks.append(node)
+            dynamic = dynamic or (type(node.func) is ast.Name and node.func.id in _BUILTIN_NAMES
+                                  and node.func.id not in _PURE_BUILTINS)
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             stores.add(node.name)
         elif kind in (ast.Import, ast.ImportFrom):
             stores.update(_imported_names(node))
             program_import = program_import or _imports_the_program(node)
-    statement = next((n for n in nodes if isinstance(n, ast.stmt)), None)
-    return StatementFacts(True, single, frozenset(loads), tuple(calls), frozenset(stores),
-                          type(statement) in _SIMPLE_STATEMENTS and not program_import
-                          and not (calls and _calls_may_skip(forks)), program_import)
-
-
-# Statements that evaluate each of their expressions once, in order (not a loop, a branch, a
-# handler or a definition), and the expressions that may skip or repeat a part of themselves.
-_SIMPLE_STATEMENTS = (ast.Assert, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Pass, ast.Import,
-                      ast.ImportFrom)
-_BRANCHING = (ast.Assert, ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
-              ast.GeneratorExp)
-
-
-def _calls_may_skip(forks: list[ast.AST]) -> bool:
-    """Whether a call sits where it may run not at all or more than once: an assertion's message,
-    an operand after the first of `and`/`or`, a branch of `x if c else y`, a lambda's or a
-    comprehension's body."""
-    for node in forks:
-        kind = type(node)
-        parts = ([node.msg] if kind is ast.Assert else node.values[1:] if kind is ast.BoolOp
-                 else [node.body, node.orelse] if kind is ast.IfExp else [node])
-        if any(type(n) is ast.Call for part in parts if part is not None for n in _walk(part)):
-            return True
-    return False
+    return StatementFacts(True, single, frozenset(loads), frozenset(stores), program_import, dynamic)
 
 
 @functools.lru_cache(maxsize=4096)  # a group's completions share their reference
@@ -353,7 +326,7 @@ def _statement_facts(src: str) -> StatementFacts:
     try:
         tree = ast.parse(src)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return StatementFacts(False, False, frozenset(), ())
+        return StatementFacts(False, False, frozenset())
     return _facts(_walk(tree), len(tree.body) == 1)
 
 
@@ -399,83 +372,6 @@ def reference_helpers(prompt: str, entry_point: str) -> str:
     return ast.unparse(ast.Module(kept, []))
 
 
-def calls_ahead(suite: AssertSuite, helpers: str = "") -> tuple:
-    """The program calls the tests will make first, in order, as far as that order is certain.
-    Up to the first statement that is not so, each test is one simple statement that makes one
-    call of a program function with literal arguments, or none; every other call it makes, each
-    exactly once, is of a builtin that runs no one else's code on plain data (`_PURE_BUILTINS`:
-    not `eval`, `getattr`, `map`, ...) or a method; and it reads no name but those builtins, the
-    reference's, the ones the tests bound before it and the function it calls. A setup statement
-    among them calls no program function and reads the same names. The tests ask for the rest as they go."""
-    if suite.pytest_module or _may_reach_the_program(suite.setup + "\n" + helpers):
-        return ()  # the reference's setup runs before the tests: it would come after the calls made ahead
-    return _calls_ahead(tuple((i.kind, _item_facts(i)) for i in suite.items), suite.param, suite.entry_point,
-                        _reference_bound(suite.setup + "\n" + helpers))
-
-
-@functools.lru_cache(maxsize=1024)  # a group's completions share their reference
-def _calls_ahead(items: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]) -> tuple:
-    calls, bound = [], frozenset()  # bound: names the tests' own statements bind (may shadow the program's)
-    for kind, facts in items:
-        if not facts.parses or not facts.single or not facts.each_call_once:
-            break
-        call = _the_program_call(facts.calls, param, entry_point, reference | bound)
-        if kind == "setup" and call:
-            call = None  # a setup statement calling the program: its call is not a test's
-        known = _PURE_BUILTINS | reference | bound
-        if call is None or not facts.loads <= (known | {param, call[0]} if call else known):
-            break
-        if call:
-            calls.append(call)
-        bound |= facts.stores
-    return tuple(calls)
-
-
-def _call_summary(node: ast.Call) -> tuple:
-    """A call as `_the_program_call` weighs it, without the reference (one walk serves every
-    reference): ("grpo_call", its call or None), ("attribute", the Name it is taken from or None),
-    ("name", the function's name, (args, kwargs) or None when they are not all literals), ("other",)."""
-    func = node.func
-    if type(func) is ast.Name and func.id == "_grpo_call" and len(node.args) >= 2:  # call-based tests
-        try:
-            return ("grpo_call", (ast.literal_eval(node.args[0]), list(ast.literal_eval(node.args[1])), {}))
-        except (ValueError, TypeError, SyntaxError, RecursionError):
-            return ("grpo_call", None)
-    if type(func) is ast.Attribute:
-        return ("attribute", func.value.id if type(func.value) is ast.Name else None)
-    if type(func) is not ast.Name:
-        return ("other",)
-    try:
-        args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-    except (ValueError, TypeError, SyntaxError, RecursionError):
-        return ("name", func.id, None)
-    return ("name", func.id, None if len(kwargs) != len(node.keywords) else (args, kwargs))
-
-
-def _the_program_call(calls: tuple, param: str | None, entry_point: str | None, reference: frozenset[str]
-                      ) -> tuple | None:
-    found = None
-    for summary in calls:
-        if summary[0] == "grpo_call":
-            return summary[1]
-        if summary[0] == "attribute":
-            if summary[1] is None or summary[1] in reference:
-                continue  # a method of a value, or a function of a module the reference imports
-            return None
-        if summary[0] == "other":
-            return None
-        _, name, literal = summary
-        if name in _PURE_BUILTINS and name not in reference:
-            continue
-        if name in _BUILTIN_NAMES and name not in reference:
-            return None  # eval, getattr, map, __import__, ...: it may run the program's code
-        if found is not None or name in reference or literal is None:
-            return None
-        found = (entry_point if name == param else name, *literal)
-    return () if found is None else found  # (): it calls no program function
-
-
 @functools.lru_cache(maxsize=1024)
 def _reference_bound(source: str) -> frozenset[str]:
     """Names the reference's setup and helpers bind, imports included."""
@@ -500,19 +396,6 @@ def _imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     if type(node) is ast.ImportFrom:
         return [] if _imports_the_program(node) else [a.asname or a.name for a in node.names]
     return [(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] not in _PROGRAM_MODULES]
-
-
-@functools.lru_cache(maxsize=1024)
-def _may_reach_the_program(source: str) -> bool:
-    """Whether reference code may call the program: it imports its module (`solution`), or calls a
-    builtin off `_PURE_BUILTINS` (`__import__`, `eval`, `getattr`, ...), anywhere in it."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return True
-    return any(type(n) in (ast.Import, ast.ImportFrom) and _imports_the_program(n)
-               or type(n) is ast.Call and type(n.func) is ast.Name and n.func.id in _BUILTIN_NAMES
-               and n.func.id not in _PURE_BUILTINS for n in _walk(tree))
 
 
 def _imports_the_program(node: ast.Import | ast.ImportFrom) -> bool:
@@ -553,23 +436,22 @@ def function_body_joined(prompt: str, code: str, entry_point: str) -> str:
 
 def assert_job(code: str, suite: AssertSuite, per_test_s: float, limits: Limits, helpers: str = "") -> Job:
     """One run of the tests: the tests' process gets the reference's code and limits on stdin; the
-    program's process gets the program's text, the names the tests read and the calls made ahead
-    as its first request (number 1), so the program's text never enters the tests' process."""
+    program's process gets the program's text and the names the tests read as its first request
+    (number 1), so the program's text never enters the tests' process. Each call of the program
+    is asked when the tests make it, never ahead: a call made ahead would show the program the
+    arguments of tests to come, and run before the reference's setup."""
     tests = _tests_source(suite)
     wanted = _names_wanted(suite, tests)
     wanted = (*wanted, *suite.program_names, *([suite.entry_point] if suite.entry_point else []))
-    ahead = list(calls_ahead(suite, helpers))
-    load = encode([1, "load", per_test_s, code, "solution" if suite.pytest_module else "__main__", wanted, ahead])
+    load = encode([1, "load", per_test_s, code, "solution" if suite.pytest_module else "__main__", wanted])
     data = json.dumps({"entry": suite.entry_point if suite.param else None, "limit": per_test_s, "prompt": helpers,
-                       "setup": suite.setup, "pytest": suite.pytest_module or "", "tests": tests,
-                       "ahead": encode(ahead)})
+                       "setup": suite.setup, "pytest": suite.pytest_module or "", "tests": tests})
     return Job(TESTS_SIDE, data, limits, peer=PROGRAM_SIDE, peer_input=frame(load))
 
 
 def clear_caches() -> None:
     """Forget every reference prepared so far (benchmarks measure the cold path with it)."""
-    for cached in (split_check, _statement_facts, _names_read, reference_helpers, _calls_ahead, _reference_bound,
-                   _may_reach_the_program):
+    for cached in (split_check, _statement_facts, _names_read, reference_helpers, _reference_bound):
         cached.cache_clear()
 
 

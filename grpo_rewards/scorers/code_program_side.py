@@ -112,22 +112,6 @@ def _call(target, args, kwargs):
     return [result, changed]
 
 
-def _batch(calls, limit):
-    """Calls made in advance, in the tests' order: [[name, args, kwargs], ...] -> their replies.
-    Stops after a call whose result is not plain data (the tests may use it before the next call)
-    or that did not return (timeout, exit)."""
-    space, replies = _objects[0].__dict__, []
-    for name, args, kwargs in calls:
-        if not callable(space.get(name)):
-            break
-        reply = _answer_request([0, "call", limit, space[name], args, kwargs])
-        plain = _crosses(reply, None)
-        replies.append(reply if plain or _crosses(reply, _stand_in) else _not_crossing(0, "too deep or too large"))
-        if not plain or reply[1] not in ("ok", "raise"):
-            break
-    return replies
-
-
 def _raises(op, *operands):
     """A refused operation (`operator.<op>`, or hash, round, int, float, complex) run on the
     program's objects only for the exception it may raise: its value never crosses."""
@@ -193,12 +177,9 @@ def _serve_requests(fd):
 def _reply_to(text):
     try:
         request = decode(text, lambda number, name, truthy: _objects[number])
-        ahead = request.pop() if request[1] == "load" else None
     except BaseException as exc:  # noqa: BLE001
         return encode([-1, *_exception_reply(exc)])
     reply = _answer_request(request)
-    if request[1] == "load":  # with the calls the tests make first: one answer for both
-        reply = [reply[0], "ok", [reply, _batch(ahead, request[2]) if reply[1] == "ok" else []]]
     try:
         return encode(reply, _stand_in)
     except BaseException as exc:  # noqa: BLE001 - a value too deep or too odd to cross
@@ -206,19 +187,21 @@ def _reply_to(text):
 
 
 def _warm_up():
-    """Answer a load request with calls made ahead, as the tests send first, then drop all it made;
-    whether it was answered. Where the definitions run once (the seed), every program's process is
+    """Answer a load request and calls, as the tests send them first, then drop all it made;
+    whether they were answered. Where the definitions run once (the seed), every program's process is
     forked from: the code that answers then runs warm in each, where warming it (Python rewrites a
     function's bytecode as it warms up) would copy pages of the seed's memory. No time limit (0):
     no SIGALRM where no handler waits for it. Never raises: it only saves time."""
     kept = {name: _sys.modules.get(name) for name in ("__main__", "solution")}
     lines = dict(_linecache.cache)
     program = "def f(x, *more):\n    if x is None:\n        raise ValueError(x)\n    return [x, {'k': (x, 0.5)}, *more]\n"
-    calls = [["f", [[1, -2], "a"], {}], ["f", [2.5, True, b"b"], {}], ["f", [{"s": [None]}], {}], ["f", [None], {}]]
+    calls = [[[1, -2], "a"], [2.5, True, b"b"], [{"s": [None]}], [None]]
     try:
-        reply = decode(_reply_to(encode([1, "load", 0, program, "__main__", ["f"], calls])), lambda *handle: None)
-        loaded, answers = reply[2]
-        return loaded[1] == "ok" and [a[1] for a in answers] == ["ok", "ok", "ok", "raise"]
+        loaded = decode(_reply_to(encode([1, "load", 0, program, "__main__", ["f"]])), lambda number, *_: number)
+        f = Ref(loaded[2]["f"], "", False)  # as the tests' side sends its handle
+        answers = [decode(_reply_to(encode([n + 2, "call", 0, f, args, {}])), lambda *_: None)
+                   for n, args in enumerate(calls)]
+        return [a[1] for a in answers] == ["ok", "ok", "ok", "raise"]
     except BaseException:  # noqa: BLE001
         return False
     finally:

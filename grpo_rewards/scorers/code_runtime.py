@@ -21,11 +21,11 @@ import time as _time
 import traceback as _traceback
 
 _NOTHING = object()
-try:  # once where the definitions run once: each CDLL makes a class of its own
-    import ctypes as _ctypes
+try:
+    import ctypes as _ctypes  # optional: without it the tests' process stays dumpable
 
-    _prctl = _ctypes.CDLL(None).prctl
-except (ImportError, OSError):  # a Python without ctypes: the tests' process stays dumpable
+    _prctl = _ctypes.CDLL(None).prctl  # once where the definitions run once: each CDLL makes a class
+except (ImportError, OSError):
     _prctl = None
 
 
@@ -45,11 +45,9 @@ class _Program:
     """The channel to the program's process, one request at a time."""
 
     def __init__(self, channel):
-        # Request 1, the program's text and the calls made ahead, was sent before this process started.
+        # Request 1, the program's text, was sent before this process started.
         self.channel, self.number, self.deadline, self.last = channel, 1, _time.monotonic() + _Case.limit, _NOTHING
         self.classes = {}  # (name, builtin base) -> the class standing in for a program exception class
-        self.ahead = []  # [name, encoded arguments, reply]: calls the program made in advance, in order
-        self.names = {}  # handle number -> the program's global names it was read as (aliases too)
         self.load_reply = None  # the load's reply, when it came while the reference's setup asked first
 
     def send(self, op, *args):
@@ -80,16 +78,6 @@ class _Program:
 
     def ask(self, op, *args):
         return self.result(self.receive(self.send(op, *args)))
-
-    def call(self, handle, args, kwargs):
-        """A call of the program's function: answered by a call made in advance when it is the next
-        one and has the same arguments, otherwise asked now (and the advance calls dropped)."""
-        if self.ahead:
-            names = self.names.get(object.__getattribute__(handle, "_n"), ())
-            if self.ahead[0][0] in names and self.ahead[0][1] == encode([list(args), kwargs], _ref_of):
-                return self.result(self.ahead.pop(0)[2])
-            self.ahead = []
-        return self.ask("call", handle, list(args), kwargs)
 
     def result(self, reply):
         if type(reply) is not list or len(reply) < 2:
@@ -219,7 +207,7 @@ class ProgramHandle:
         _program.ask("delattr", self, name)
 
     def __call__(self, *args, **kwargs):
-        result, changed = _program.call(self, args, kwargs)
+        result, changed = _program.ask("call", self, list(args), kwargs)
         _write_back(args, changed)
         _program.last = result
         return result
@@ -468,14 +456,9 @@ _state = {}
 def _loaded(data):
     """The program's names that the tests read (the answer to request 1); None when it did not
     load (reported as phase solution.py)."""
-    # The calls made ahead have a limit each, as their tests would.
-    wait = _program.deadline - _time.monotonic() + _Case.limit * len(data["ahead"])
-    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, wait) + 0.05)
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, _program.deadline - _time.monotonic()) + 0.05)
     try:
-        answer = _program.receive(1)
-        load_reply, replies = answer[2] if answer[1] == "ok" and type(answer[2]) is list and len(answer[2]) == 2 \
-            else (answer, [])
-        names = _program.result(load_reply)
+        names = _program.result(_program.receive(1))
         if type(names) is not dict:
             raise ProgramError("the program's process answered the load with a %s" % type(names).__name__)
         if data["entry"] and data["entry"] not in names:
@@ -486,19 +469,12 @@ def _loaded(data):
         _report(phase="solution.py", status="error" if status in ("passed", "failed") else status, detail=detail)
         return None
     _signal.setitimer(_signal.ITIMER_REAL, 0)
-    if type(replies) is list:
-        _program.ahead = [[name, encode(list(call[1:]), _ref_of), reply]
-                          for call, reply in zip(data["ahead"], replies) for name in call[:1]]
-    for name, value in names.items():
-        if type(value) is ProgramHandle:
-            _program.names.setdefault(object.__getattribute__(value, "_n"), set()).add(name)
     return names
 
 
 def _main():
     _sys.set_int_max_str_digits(0)
     data = _jsonlib.loads(_sys.stdin.read())
-    data["ahead"] = decode(data["ahead"], None)
     if _prctl is not None:
         _prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program cannot open our /proc files
     global _program, _state
