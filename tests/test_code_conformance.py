@@ -89,6 +89,26 @@ PYTEST_CASES = {
                     "from solution import f\n\ndef typed(x: int) -> int:\n    return x\n\n"
                     "def test_program_annotations():\n    assert f.__annotations__['a'] is int\n\n"
                     "def test_own_annotations():\n    assert typed.__annotations__['x'] is int\n"),
+    "hooks": ("class Stack:\n    def __init__(self):\n        self.items = []\n    def push(self, x):\n        self.items.append(x)\n"
+              "    def pop(self):\n        return self.items.pop() if self.items else None",
+              "import unittest\nfrom solution import Stack\n\nSEEN = []\n\ndef setup_module():\n    SEEN.append('module')\n\n"
+              "def setup_function(function):\n    SEEN.append(function.__name__)\n\n"
+              "def test_module_hooks_ran():\n    assert SEEN[:2] == ['module', 'test_module_hooks_ran']\n\n"
+              "class TestNoArgSetup:\n    def setup_method(self):\n        self.s = Stack()\n"
+              "    def test_push(self):\n        self.s.push(1)\n        assert self.s.pop() == 1\n\n"
+              "class TestClassSetup:\n    @classmethod\n    def setup_class(cls):\n        cls.shared = Stack()\n"
+              "    def test_shared(self):\n        self.shared.push(2)\n        assert self.shared.pop() == 2\n\n"
+              "class StackCase(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n        cls.made = 1\n"
+              "    def setUp(self):\n        self.s = Stack()\n    def test_empty(self):\n        self.assertIsNone(self.s.pop())\n"
+              "    def test_made(self):\n        self.assertEqual(self.made, 2)\n"),
+    "marks": ("def f():\n    return 0",
+              "import sys\nimport pytest\nfrom solution import f\n\n@pytest.mark.skip(reason='later')\ndef test_skip():\n"
+              "    assert f() == 1\n\n@pytest.mark.skipif(sys.version_info > (3,), reason='py3')\ndef test_skipif():\n"
+              "    assert f() == 1\n\n@pytest.mark.skipif(False, reason='never')\ndef test_not_skipped():\n    assert f() == 1\n\n"
+              "def test_skip_inside():\n    pytest.skip('inside')\n    assert f() == 1\n\ndef test_runs():\n    assert f() == 0\n"),
+    "failing_module_setup": ("def f():\n    return 0",
+                             "from solution import f\n\ndef setup_module(module):\n    raise RuntimeError('no fixture data')\n\n"
+                             "def test_one():\n    assert f() == 0\n\ndef test_two():\n    assert f() == 0\n"),
     "module_import": ("import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int\ndef make(x):\n    return P(x)",
                       "import pickle\nimport solution\n\ndef test_pickle():\n    p = solution.make(2)\n"
                       "    assert pickle.loads(pickle.dumps(p)) == p\n\ndef test_wrong():\n    assert solution.make(1).x == 2\n"),
@@ -166,9 +186,12 @@ def pytest_verdicts(program: str, test_module: str, workdir: Path) -> dict[str, 
                     "test_solution.py"], cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     verdicts: dict[str, str] = {}
     for case in ET.parse(workdir / "r.xml").iter("testcase"):
-        cls = case.get("classname", "").split(".")[-1]
+        path = case.get("classname", "").split(".")
         name = case.get("name", "").split("[")[0]
-        label = f"{cls}.{name}" if cls.startswith("Test") else name
+        label = f"{path[-1]}.{name}" if len(path) > 1 else name  # module.Class, or the module alone
+        if any(child.tag == "skipped" for child in case):
+            verdicts[label] = "skipped"
+            continue
         ok = not any(child.tag in ("failure", "error") for child in case)
         verdicts[label] = "passed" if ok and verdicts.get(label, "passed") == "passed" else "failed"
     return verdicts
@@ -243,7 +266,7 @@ def test_pytest_style_programs_get_pytests_verdicts(scorer, tmp_path):
         workdir = tmp_path / name
         workdir.mkdir()
         want = pytest_verdicts(*PYTEST_CASES[name], workdir)
-        got = {t["test"]: "passed" if t["status"] == "passed" else "failed" for t in score.info["tests"]}
+        got = {t["test"]: t["status"] if t["status"] in ("passed", "skipped") else "failed" for t in score.info["tests"]}
         assert got == want, (name, score.info["tests"])
 
 

@@ -550,13 +550,21 @@ def test_auto_joins_a_function_body_to_the_prompt_and_takes_a_whole_program_as_i
     whole = [Sample("Write the function.", p["prompt"] + p["canonical_solution"], r) for p, r in zip(problems, refs)]
     fenced_bodies = [Sample(fenced(p["prompt"]), fenced(p["canonical_solution"].rstrip()), r)
                      for p, r in zip(problems, refs)]
-    values = [s.value for s in scorer.score(bodies + whole + fenced_bodies)]
+    # a chat answer that writes the whole function again without the prompt's imports (List)
+    rewritten = [Sample(fenced(p["prompt"]), fenced(_without_imports(p["prompt"]) + p["canonical_solution"]), r)
+                 for p, r in zip(problems, refs)]
+    assert sum("from typing import" in p["prompt"] for p in problems) >= 10
+    values = [s.value for s in scorer.score(bodies + whole + fenced_bodies + rewritten)]
     assert values == [1.0] * len(values)
     extract = CodeTests(program="extract", workers=2)
     try:
         assert all(s.value == 0.0 for s in extract.score(bodies[:10]))
     finally:
         extract.close()
+
+
+def _without_imports(source: str) -> str:
+    return "".join(line for line in source.splitlines(True) if not line.startswith(("import ", "from ")))
 
 
 def test_a_backend_that_drops_the_peer_scores_none_never_zero():

@@ -297,10 +297,11 @@ class CodeTests(Scorer):
                 (rec["infra"] for r in results for rec in harness_reports(r.stdout) if "infra" in rec), "")
             return Score.unscorable(f"sandbox infrastructure failure: {detail}", code=code)
         passed = sum(t["status"] == "passed" for t in tests)
-        if not tests:
-            return Score.unscorable("reference has no tests", code=code)
-        value = passed / len(tests) if self.params.reward == "fraction" else float(passed == len(tests))
-        info = {"code": code, "format": kind, "passed": passed, "total": len(tests), "tests": tests,
+        total = sum(t["status"] != "skipped" for t in tests)  # a test the reference skips tests nothing
+        if not total:
+            return Score.unscorable("reference has no tests" + (" it does not skip" if tests else ""), code=code)
+        value = passed / total if self.params.reward == "fraction" else float(passed == total)
+        info = {"code": code, "format": kind, "passed": passed, "total": total, "tests": tests,
                 "seconds": round(sum(r.seconds for r in results), 4)}
         if kind == "assert" and results[0].stderr.strip():
             info["stderr_tail"] = results[0].stderr[-500:]

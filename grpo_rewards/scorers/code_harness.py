@@ -161,9 +161,10 @@ def pytest_suite(test_code: str) -> AssertSuite | str:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
             names.append(node.name)
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+        elif isinstance(node, ast.ClassDef) and (node.name.startswith("Test") or any(
+                ast.unparse(b).endswith("TestCase") for b in node.bases)):  # pytest collects unittest's under any name
             names += [f"{node.name}.{m.name}" for m in node.body
-                      if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
+                      if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")]
     if not names:
         return "the pytest-style tests define no test functions (def test_...)"
     items = [TestItem("test", f"_grpo_pt({n!r})", n) for n in names]
@@ -422,16 +423,28 @@ def _prompt_code(prompt: str) -> str:
 
 
 def function_body_joined(prompt: str, code: str, entry_point: str) -> str:
-    """`program: auto`: `code` as is when it defines `entry_point`; the prompt's code followed by
-    `code` when `code` is only the function's body (the prompt's code defines the function and
-    the two parse joined, HumanEval style); otherwise `code` as is."""
-    if _defines(code, entry_point):
-        return code
+    """`program: auto`: `code` when it defines `entry_point`, after the imports of the prompt's
+    code (a whole function written again often leaves out the prompt's `from typing import List`,
+    which HumanEval's own harness, running prompt + completion, supplies); the prompt's code
+    followed by `code` when `code` is only the function's body (the prompt's code defines the
+    function and the two parse joined, HumanEval style); otherwise `code` as is."""
     head = _prompt_code(prompt)
+    if _defines(code, entry_point):
+        imports = _top_level_imports(head) if _defines(head, entry_point) else ""
+        return imports + code if imports and _defines(imports + code, entry_point) else code
     if not head.strip() or not _defines(head, entry_point):
         return code
     joined = head + ("" if head.endswith("\n") else "\n") + code
     return joined if _defines(joined, entry_point) else code
+
+
+def _top_level_imports(source: str) -> str:
+    """The import statements at the top level of `source`, one per line; "" when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    return "".join(ast.unparse(n) + "\n" for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)))
 
 
 def assert_job(code: str, suite: AssertSuite, per_test_s: float, limits: Limits, helpers: str = "") -> Job:

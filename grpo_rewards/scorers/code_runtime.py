@@ -376,6 +376,9 @@ def _report(**record):
 def _classify(e):
     if e is None:
         return "passed", ""
+    if isinstance(e, _Skipped) or (type(e).__name__ in ("Skipped", "XFailed") and any(  # pytest.skip(), .xfail()
+            k.__name__ == "OutcomeException" and k.__module__ == "_pytest.outcomes" for k in type(e).__mro__)):
+        return "skipped", _cut(str(e), 300)
     try:
         if isinstance(e, _Timeout):
             return "timeout", "over %g s" % _Case.limit
@@ -417,18 +420,23 @@ def _grpo_call(fn_name, args, expected, label):
 
 
 def _grpo_pt(name):
-    """A pytest-style test: `test_x` or `TestClass.test_x`; parametrize marks expand into calls."""
+    """A pytest-style test: `test_x` or `Class.test_x`, as pytest runs it: the module's and the
+    class's setup once (`setup_module`, `setup_class`, unittest's `setUpClass`), then around
+    each test `setup_function`/`setup_method` or unittest's `setUp`, and their teardowns; skip
+    and xfail marks skip it (it is no test of the program); parametrize marks expand into calls."""
     space = _state["space"]
     owner, _, attr = name.rpartition(".")
-    if owner:
-        instance = space[owner]()
-        if hasattr(instance, "setup_method"):
-            instance.setup_method(getattr(instance, attr))
-        fn = getattr(instance, attr)
-    else:
-        fn = space[name]
+    cls = space[owner] if owner else None
+    _once("module", lambda: _optional_arg(space.get("setup_module") or space.get("setUpModule"), _ModuleView(space)))
+    unit = cls is not None and any(k.__name__ == "TestCase" and k.__module__.startswith("unittest") for k in cls.__mro__)
+    if cls is not None:
+        _once(owner, lambda: _optional_arg(getattr(cls, "setUpClass" if unit else "setup_class", None), cls))
+    instance = None if cls is None else cls(attr) if unit else cls()
+    fn = getattr(instance, attr) if owner else space[name]
+    marks = [*getattr(fn, "pytestmark", []), *getattr(cls, "pytestmark", [])]
+    _skip_if_marked(marks, fn, space)
     calls = [{}]
-    for mark in reversed(getattr(fn, "pytestmark", [])):
+    for mark in reversed(marks):
         if getattr(mark, "name", "") != "parametrize":
             continue
         names, values = mark.args[0], mark.args[1]
@@ -446,8 +454,70 @@ def _grpo_pt(name):
     missing = [a for a in wanted if a != "self" and a not in calls[0]]
     if missing:
         raise TypeError("test %s takes fixtures (%s), which are not supported" % (name, ", ".join(missing)))
-    for kwargs in calls:
-        fn(**kwargs)
+    around = (getattr(instance, "setUp", None), getattr(instance, "tearDown", None), None) if unit else (
+        (getattr(instance, "setup_method", None), getattr(instance, "teardown_method", None), fn) if owner else
+        (space.get("setup_function"), space.get("teardown_function"), fn))
+    _optional_arg(around[0], around[2])
+    try:
+        for kwargs in calls:
+            fn(**kwargs)
+    finally:
+        _optional_arg(around[1], around[2])
+
+
+class _Skipped(Exception):
+    """A test the reference skips (a skip, skipif or xfail mark): no test of the program."""
+
+
+def _skip_if_marked(marks, fn, space):
+    for mark in marks:
+        kind, args = getattr(mark, "name", ""), getattr(mark, "args", ())
+        condition = args[0] if kind == "skipif" and args else True
+        if type(condition) is str:
+            condition = eval(condition, space)  # noqa: S307 - the reference's own condition, as pytest evaluates it
+        if kind in ("skip", "xfail") or (kind == "skipif" and condition):
+            raise _Skipped("%s: %s" % (kind, getattr(mark, "kwargs", {}).get("reason", "")))
+    if getattr(fn, "__unittest_skip__", False):
+        raise _Skipped("unittest.skip: %s" % getattr(fn, "__unittest_skip_why__", ""))
+
+
+def _once(key, run):
+    """`run()` the first time `key` is met in this job; its exception again each later time, as
+    pytest errors every test of a module or class whose setup failed."""
+    done = _state.setdefault("once", {})
+    if key not in done:
+        try:
+            run()
+            done[key] = None
+        except BaseException as exc:  # noqa: BLE001 - re-raised for each test it spoils
+            done[key] = exc
+    if done[key] is not None:
+        raise done[key]
+
+
+def _optional_arg(hook, arg):
+    """Call a pytest setup or teardown hook with its argument when it takes one, as pytest does."""
+    if hook is None:
+        return
+    code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+    bound = 1 if hasattr(hook, "__self__") else 0
+    hook(arg) if code is not None and code.co_argcount - bound >= 1 else hook()
+
+
+class _ModuleView:
+    """The tests' module as `setup_module(module)` receives it: its globals as attributes."""
+
+    def __init__(self, space):
+        object.__setattr__(self, "_space", space)
+
+    def __getattr__(self, name):
+        try:
+            return self._space[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self._space[name] = value
 
 
 _state = {}
