@@ -109,6 +109,13 @@ PYTEST_CASES = {
     "failing_module_setup": ("def f():\n    return 0",
                              "from solution import f\n\ndef setup_module(module):\n    raise RuntimeError('no fixture data')\n\n"
                              "def test_one():\n    assert f() == 0\n\ndef test_two():\n    assert f() == 0\n"),
+    "round_trips": ("import collections, enum\nPoint = collections.namedtuple('Point', 'x y')\n"
+                    "class Light(enum.Enum):\n    RED = 1\n    GREEN = 2\n"
+                    "def nxt(light):\n    return Light.GREEN if light is Light.RED else Light.RED\n"
+                    "def manhattan(a, b):\n    return abs(a.x - b.x) + abs(a.y - b.y)",
+                    "from solution import *\n\ndef test_namedtuple_back():\n    assert manhattan(Point(0, 0), Point(3, 4)) == 7\n\n"
+                    "def test_isinstance():\n    assert isinstance(Point(1, 2), Point)\n\n"
+                    "def test_identity():\n    assert nxt(Light.RED) is Light.GREEN and nxt(nxt(Light.RED)) is Light.RED\n"),
     "module_import": ("import dataclasses\n@dataclasses.dataclass\nclass P:\n    x: int\ndef make(x):\n    return P(x)",
                       "import pickle\nimport solution\n\ndef test_pickle():\n    p = solution.make(2)\n"
                       "    assert pickle.loads(pickle.dumps(p)) == p\n\ndef test_wrong():\n    assert solution.make(1).x == 2\n"),

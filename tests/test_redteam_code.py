@@ -40,7 +40,7 @@ def test_the_code_family_covers_the_issue():
         "forged_verdicts": 20, "library_liars": 30, "lying_operations": 36, "patched_test_dependencies": 48,
         "planted_modules": 9, "unfailable_checks": 12, "unasserted_checks": 8, "values_as_names": 3,
         "chat_prompt_helpers": 2, "refusals_as_exceptions": 12,
-        "future_arguments": 4}
+        "future_arguments": 4, "star_import_shadowing": 4}
 
 
 def test_honest_solutions_pass_every_family_reference():

@@ -168,7 +168,27 @@ def pytest_suite(test_code: str) -> AssertSuite | str:
     if not names:
         return "the pytest-style tests define no test functions (def test_...)"
     items = [TestItem("test", f"_grpo_pt({n!r})", n) for n in names]
-    return AssertSuite("", items, pytest_module=test_code)
+    return AssertSuite("", items, pytest_module=_star_imports_bound(test_code, tree))
+
+
+def _star_imports_bound(test_code: str, tree: ast.Module) -> str:
+    """`test_code` with each `from solution import *` made `_grpo_star(...)`: it binds only the
+    names the module reads and binds nowhere itself, so the program's `pytest` or `isclose`
+    never replaces the module's own (the reference's names win, as for helpers). Lines keep
+    their numbers."""
+    stars = [n for n in tree.body if type(n) is ast.ImportFrom and _imports_the_program(n)
+             and any(a.name == "*" for a in n.names)]
+    if not stars:
+        return test_code
+    nodes = _walk(tree)
+    bound = _reference_bound(ast.unparse(ast.Module([n for n in tree.body if n not in stars], [])))
+    read = sorted({n.id for n in nodes if type(n) is ast.Name and type(n.ctx) is ast.Load} - bound - _BUILTIN_NAMES)
+    lines = _source_lines(test_code)
+    for node in stars:
+        lines[node.lineno - 1] = f"_grpo_star(globals(), {tuple(read)!r})"
+        for i in range(node.lineno, node.end_lineno):
+            lines[i] = ""
+    return "\n".join(lines) + "\n"
 
 
 @functools.lru_cache(maxsize=1024)  # a GRPO group scores one reference many times

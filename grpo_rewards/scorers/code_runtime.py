@@ -131,6 +131,8 @@ _program = None
 def _ref_of(value):
     if type(value) is ProgramHandle:
         return Ref(object.__getattribute__(value, "_n"), "", False)
+    if isinstance(value, _Attributes):  # the plain copy of a program object (a namedtuple): the object itself
+        return Ref(value.__dict__["_grpo_n"], "", False)
     return None  # NotPlainData: the tests pass something that is not plain data to the program
 
 
@@ -293,6 +295,7 @@ class _Attributes:
 
 
 _WITH_ATTRIBUTES = {}
+_HANDLES = {}  # handle number -> its ProgramHandle, for the job running (emptied by each job's _main)
 
 
 def _made(number, type_name, truthy, value=None):
@@ -300,8 +303,11 @@ def _made(number, type_name, truthy, value=None):
     or (number None) the class standing in for an exception class of the program's."""
     if number is None:
         return _program.exception_class(type_name, value)
-    if value is None:
-        return ProgramHandle(number, type_name, truthy)
+    if value is None:  # one handle per object: `is` holds between two answers that are the same object
+        handle = _HANDLES.get(number)
+        if handle is None:
+            handle = _HANDLES[number] = ProgramHandle(number, type_name, truthy)
+        return handle
     base = type(value)
     if base is bool:
         return value
@@ -465,6 +471,17 @@ def _grpo_pt(name):
         _optional_arg(around[1], around[2])
 
 
+def _grpo_star(space, names):
+    """`from solution import *` in a pytest module: the program's values of `names` (read by the
+    module, bound nowhere in it), each only where the module has not bound it yet."""
+    for name in names:
+        if name not in space:
+            try:
+                space[name] = getattr(_sys.modules["solution"], name)
+            except AttributeError:
+                pass
+
+
 class _Skipped(Exception):
     """A test the reference skips (a skip, skipif or xfail mark): no test of the program."""
 
@@ -548,6 +565,7 @@ def _main():
     if _prctl is not None:
         _prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the program cannot open our /proc files
     global _program, _state
+    _HANDLES.clear()  # numbers are the program's process's: a new job's name other objects
     _Case.out, _Case.limit = _os.dup(1), data["limit"]
     try:
         _program = _Program(Channel(_socket.socket(fileno=3)))
@@ -557,7 +575,7 @@ def _main():
     _sys.stdout = _sys.stderr
     _signal.signal(_signal.SIGALRM, _on_test_timeout)
     space = {"__name__": "test_solution", "__builtins__": _builtins, "_grpo_case": _Case, "_grpo_call": _grpo_call,
-             "_grpo_pt": _grpo_pt}
+             "_grpo_pt": _grpo_pt, "_grpo_star": _grpo_star}
     _state = {"space": space}  # bound, not stored: the backend puts globals back after each job
     _sys.modules["solution"] = ProgramHandle(0, "module", True)
     # The reference's own definitions (the prompt's helpers, the setup) are ours; the program's
