@@ -193,9 +193,10 @@ def _star_imports_bound(test_code: str, tree: ast.Module) -> str:
 
 @functools.lru_cache(maxsize=1024)  # a GRPO group scores one reference many times
 def split_check(test_code: str, entry_point: str) -> AssertSuite:
-    """HumanEval's `check(candidate)` as one test per top-level statement that asserts, so the
-    reward can be a pass fraction; when the body cannot be split safely (returns, globals, no
-    asserts at the top), the whole `check(entry_point)` call is the single test."""
+    """HumanEval's `check(candidate)` as one test per top-level statement that checks the
+    program (`_test_kinds`), so the reward can be a pass fraction; when the body cannot be split
+    safely (returns, globals, nothing that checks the program), the whole `check(entry_point)`
+    call is the single test."""
     whole = AssertSuite(test_code, [TestItem("test", f"check({entry_point})", f"check({entry_point})")])
     try:
         tree = ast.parse(test_code)

@@ -433,10 +433,10 @@ def _grpo_pt(name):
     space = _state["space"]
     owner, _, attr = name.rpartition(".")
     cls = space[owner] if owner else None
-    _once("module", lambda: _optional_arg(space.get("setup_module") or space.get("setUpModule"), _ModuleView(space)))
+    _once(("module",), lambda: _optional_arg(space.get("setup_module") or space.get("setUpModule"), _ModuleView(space)))
     unit = cls is not None and any(k.__name__ == "TestCase" and k.__module__.startswith("unittest") for k in cls.__mro__)
     if cls is not None:
-        _once(owner, lambda: _optional_arg(getattr(cls, "setUpClass" if unit else "setup_class", None), cls))
+        _once(("class", owner), lambda: _optional_arg(getattr(cls, "setUpClass" if unit else "setup_class", None), cls))
     instance = None if cls is None else cls(attr) if unit else cls()
     fn = getattr(instance, attr) if owner else space[name]
     marks = [*getattr(fn, "pytestmark", []), *getattr(cls, "pytestmark", [])]
