@@ -99,6 +99,22 @@ def test_statuses_timeout_memory_output_limit(sandbox):
     assert big.status == "error" and "File too large" in big.detail
 
 
+def test_a_program_runs_as_python_main_py_would(sandbox):
+    """Its name, file and arguments, its exit handlers, os._exit's code, a stdin larger than a
+    pipe, a descriptor limit below the four its process receives the run's on, and the output
+    cap on stderr: as under `python main.py`, whichever process made the program's."""
+    code = ("import atexit, os, resource, sys\natexit.register(lambda: print('at exit'))\n"
+            "print(__name__, os.path.basename(__file__), sys.argv == [__file__], "
+            "resource.getrlimit(resource.RLIMIT_NOFILE))")
+    r = sandbox.run(code, limits=replace(SAFE, open_files=4))
+    assert (r.status, r.stdout) == ("ok", "__main__ main.py True (4, 4)\nat exit\n"), r.stderr
+    ended = sandbox.run("import os\nprint('x', flush=True)\nos._exit(7)", limits=SAFE)
+    assert (ended.status, ended.exit_code, ended.stdout) == ("error", 7, "x\n")
+    assert sandbox.run("import sys\nprint(len(sys.stdin.read()))", "x" * (3 << 20), SAFE).stdout == f"{3 << 20}\n"
+    err = sandbox.run("import sys\nsys.stderr.write('e' * 100_000)", limits=replace(SAFE, output_bytes=1000))
+    assert err.status == "output_limit" and err.stderr == "e" * 1000
+
+
 def test_cpu_limit_is_a_timeout(sandbox):
     r = sandbox.run("while True: pass", limits=Limits(wall_s=10.0, cpu_s=1.0))
     assert r.status == "timeout" and r.detail == "CPU time limit" and r.seconds < 9.5  # before the wall clock
@@ -249,6 +265,24 @@ def test_jobs_with_a_peer_share_a_tests_process_that_no_change_of_a_run_outlives
         assert_nothing_left(sb)
     finally:
         sb.close()
+
+
+def test_jobs_with_and_without_a_peer_interleaved_on_one_worker_each_get_their_own_result():
+    """Each change of kind (a peer or none, other limits) drops the processes the seed made ahead
+    for the last kind; every job still gets its own output and exit code."""
+    peer = "import socket\ns = socket.socket(fileno=3)\ns.sendall(s.recv(9))"
+    echoed = "import socket\nprint(socket.socket(fileno=3).recv(9).decode())"
+    plain = "import sys\nprint(input() * 2)\nsys.exit(int(input()))"
+    jobs, expected = [], []
+    for i in range(4):
+        jobs += [Job(plain, f"{i}\n{i}\n", SAFE), Job(echoed, "", SAFE, peer=peer, peer_input=f"peer-{i}".encode()),
+                 Job(plain, f"{i + 4}\n{i}\n", replace(SAFE, memory_mb=200)), Job(plain, f"{i}\n0\n", SAFE)]
+        expected += [(f"{i}{i}\n", i), (f"peer-{i}\n", 0), (f"{i + 4}{i + 4}\n", i), (f"{i}{i}\n", 0)]
+    with closing(LocalSandbox(workers=1)) as sb:
+        runs = sb.run_many(jobs)
+        assert [(r.stdout, r.exit_code) for r in runs] == expected, [(r.status, r.detail) for r in runs]
+        assert sb.restarts == 0
+        assert_nothing_left(sb)
 
 
 def test_the_tests_process_reads_namespaces_version_tags_where_the_interpreter_keeps_them():

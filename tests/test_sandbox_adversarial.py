@@ -9,17 +9,20 @@ harmless variants (a bounded fork loop stops at the process limit).
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, zygotes_alive
 
-from grpo_rewards.sandbox.base import Limits
+from grpo_rewards.sandbox.base import Job, Limits
 from grpo_rewards.sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.timeout(90)
@@ -262,6 +265,54 @@ def test_no_ipc_object_or_file_watch_can_be_made(run):
             "    print(name, 'MADE' if libc.syscall(nr, *args) >= 0 else 'refused', ctypes.get_errno())")
     r = run(code)
     assert r.status == "ok" and "MADE" not in r.stdout and r.stdout.count("refused") == 6, r.stdout
+
+# Reads this process's whole memory without /proc (Landlock hides it): write() of an address
+# into a pipe copies what is mapped there and answers EFAULT where nothing is, so no read faults.
+# The C heap is walked down from its end; the mappings of the arenas and libraries around every
+# object above it. Prints its own marker (which it must find) and every marker found.
+MEMORY_SCAN = r"""
+import ctypes, gc, json, os, re
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sbrk.restype = ctypes.c_void_p
+r, w = os.pipe()
+os.set_blocking(r, False)
+STEP = 1 << 16
+own = "grpo-" + "self-" + os.urandom(8).hex()
+def chunk(addr):
+    n = libc.write(w, ctypes.c_void_p(addr), STEP)
+    return os.read(r, n) if n > 0 else None
+brk = libc.sbrk(0) & ~(STEP - 1)
+heap = brk
+while chunk(heap - STEP) is not None:
+    heap -= STEP
+anchors = [id(o) for o in gc.get_objects() if id(o) > brk] + [ctypes.cast(libc.write, ctypes.c_void_p).value]
+low, high = (min(anchors) & ~(STEP - 1)) - (256 << 20), max(anchors) + (256 << 20)
+found = set()
+for start, end in ((heap, brk), (low, high)):
+    for addr in range(start, end, STEP):
+        found.update(re.findall(rb"grpo-[a-z]+-[0-9a-f]{16}", chunk(addr) or b""))
+print(json.dumps({"own": own, "found": sorted(m.decode() for m in found)}))
+"""
+
+
+def test_a_run_finds_nothing_of_the_run_before_it_in_its_memory():
+    """A program's process is made by the seed, which never held a job: scanning all of its
+    memory, a run finds none of the previous run's program text, stdin, stdout or stderr there
+    (the worker that ran it still held its output)."""
+    marks = {part: f"grpo-{part}-{secrets.token_hex(8)}" for part in ("code", "stdin", "stdout", "stderr")}
+
+    def spelled(mark: str) -> str:  # so that the program's text holds only its own marker whole
+        return f"{mark[:7]!r} + {mark[7:]!r}"
+
+    leaving = (f"# {marks['code']}\nimport sys\nsys.stdin.read()\nprint({spelled(marks['stdout'])})\n"
+               f"sys.stderr.write({spelled(marks['stderr'])})")
+    with closing(LocalSandbox(workers=1)) as sb:  # one worker: the scan runs where the first run did
+        first, scan = sb.run_many([Job(leaving, marks["stdin"] + "\n", SAFE), Job(MEMORY_SCAN, "", SAFE)])
+    assert first.status == "ok" and first.stdout == marks["stdout"] + "\n", first.stderr
+    seen = json.loads(scan.stdout)
+    assert seen["own"] in seen["found"], scan.stderr  # the scan reads what it should
+    assert sorted(set(marks.values()) & set(seen["found"])) == []
+
 
 # ---- the assertion harness under attack (code_tests) ------------------------------------------
 

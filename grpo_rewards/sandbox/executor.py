@@ -11,15 +11,18 @@ Per worker, once: private network, IPC and UTS namespaces (no network at all), a
 namespace with size-capped empty tmpfs on /tmp, /var/tmp and /dev/shm, and an empty tmpfs over
 every directory that the sandbox uid cannot traverse (root's home, which holds this Python)
 with only the Python installation bound back read-only.
-Per execution: fork the program as PID 1 of a new PID namespace, so that killing it kills
-everything it started (daemons too). The program then gets: a fresh dir as cwd (the same path
-every run, so the environment that names it is set once per worker: PATH, HOME, TMPDIR, LANG and
-nothing else), stdin from a memfd or /dev/null, only fds 0-2, rlimits (hard = soft), a non-root
-uid, a parent-death signal, no_new_privs, Landlock and a seccomp filter; then its code runs in
-this (forked) interpreter. The worker enforces the wall clock and the output cap.
+Per execution: a process forked by the *seed* (a child this worker forks before it receives any
+job, so that no ancestor of a program's process ever held another job's text, input or output)
+as PID 1 of a new PID namespace, so that killing it kills everything it started (daemons too).
+It gets: a fresh dir as cwd (the same path every run, so the environment that names it is set
+once per worker: PATH, HOME, TMPDIR, LANG and nothing else), stdin from a memfd or /dev/null,
+only fds 0-2, rlimits (hard = soft), a non-root uid, a parent-death signal, no_new_privs,
+Landlock and a seccomp filter; then its code runs in this (forked) interpreter. The seed makes
+it ahead of its job, isolated and waiting for the run's descriptors; the worker sends them,
+enforces the wall clock and the output cap, and learns how it ended from the seed, its parent.
 A job with a peer (code_tests' assertion tests) is the exception: its code runs in one long-lived
 process per worker, isolated the same way, job after job (why, and what keeps runs apart:
-runner.py, "the long-lived tests' process"); its peer is forked afresh for each job by the seed.
+runner.py, "the long-lived tests' process"); its peer is the process the seed made.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import shutil
 import signal
 import _signal
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -56,6 +60,13 @@ PEERS_AHEAD = 4  # peers the seed makes per request, each waiting for a job of t
 # The most processes a worker keeps under its uid beside a peer (the peers made ahead, the tests'
 # process): RLIMIT_NPROC counts them, so the peer's limit is raised by as many.
 KEPT_PROCESSES = PEERS_AHEAD + 1
+# A plain run's process (a job without a peer) is made one at a time, asked for after each reply:
+# then no other process of the uid but the tests' process runs beside it, so its RLIMIT_NPROC
+# (which counts them all) is the one the job asked for, and it is made while the next job comes.
+PLAIN_AHEAD = 1
+# The seed's report of a plain run's process that ended: its pid, wait status and CPU seconds.
+REPORT = struct.Struct("=iid")
+REPORT_WAIT_S = 5.0  # how long the worker waits for it once the process has ended
 SEED_COMPILED_KEEP = 8  # programs kept compiled (the same few for every run: one per scorer kind)
 # Handlers a run must not inherit from its worker.
 _RESET_SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)
@@ -78,9 +89,12 @@ class Executor:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
         self.per_run: set[str] = set()
         self.leftover = ""
-        self.seed: socket.socket | None = None  # to the seed, which forks the jobs' peers
-        self.asked = ""  # the kind of peer (its code and limits) last asked of the seed
-        self.last_kind = ("", {}, "")  # (peer, limits, kind): jobs come in runs of one kind
+        self.seed: socket.socket | None = None  # to the seed, which forks the jobs' processes
+        # The seed's reports of plain runs' ends (see REPORT): its end in the seed, ours here.
+        self.exits: socket.socket | None = None
+        self.asked = ""  # the kind of process (see _kind) last asked of the seed
+        self.asked_plain = False  # whether that kind is a plain run's
+        self.last_kind = (None, None, None, "")  # (peer, limits, processes kept, kind): jobs come in runs of one kind
         self.ahead = 0  # how many of those the seed made and this worker has not taken yet
         self.reads_restricted = False  # in the seed: its own Landlock layer governs what peers read
         self.peer: dict | None = None  # the running job's peer: pid, pidfd, directory
@@ -89,6 +103,7 @@ class Executor:
         self.compiled: dict[str, tuple] = {}  # source -> _parts: jobs' code (with a peer) and, in the seed, peers
         self.prepared: dict[str, tuple] = {}  # in the seed: peer source -> (code, module, streams), see _prepared
         self.peer_pids: set[int] = set()  # in the seed: its peers with a pidfd open, not reaped yet (see _reap)
+        self.plain_pids: set[int] = set()  # in the seed: those of them that are plain runs' (their ends reported)
         self.report: dict = {}  # what setup() found, for the pool's ("layers",) task
 
     # ---- once per worker -------------------------------------------------------------------
@@ -235,9 +250,8 @@ class Executor:
     def run(self, job: dict, probe: bool = False) -> dict:
         started = time.monotonic()
         limits = runner.parse_limits(job.get("limits") or {})
-        pidns = "pid_namespace" in self.per_run or probe
         peer = job.get("peer") or ""
-        kind = self._kind(peer, job.get("limits") or {}) if peer else ""
+        kind = "" if probe else self._kind(peer, job.get("limits") or {})
         channel: tuple = ()
         try:
             workdir = self.rundir
@@ -246,10 +260,13 @@ class Executor:
             program = None
             if peer:  # the code of a job with a peer is the caller's, the same for many runs: compiled once here
                 program = self._parts(job["code"], os.path.join(workdir, PROGRAM))
-                channel = (self._take_peer(kind, workdir),)
+            if probe:  # before the seed exists: the one program this worker forks itself
+                self._make_dir(workdir)
+            else:  # the process the seed made for it: its directory becomes the run's
+                channel = (self._take_peer(kind, workdir, plain=not peer),)
+            if peer:
                 zygote.write_all(channel[0], job.get("peer_input") or b"")  # the peer starts on it now
             else:
-                self._make_dir(workdir)
                 with open(os.path.join(workdir, PROGRAM), "w", encoding="utf-8", errors="surrogatepass") as f:
                     f.write(job["code"])
             stdin_fd = runner.stdin_fd(job.get("stdin") or "")
@@ -265,18 +282,12 @@ class Executor:
                 pid = self._tests_process((program, kind), limits)
                 socket.send_fds(self.tests["control"], [b"run"], [stdin_fd, pipes[0][1], pipes[1][1], channel[0]])
                 os.write(pipes[2][1], b"ready\n")
-            else:  # beside the processes this worker keeps under the uid now
-                limits["rlimits"]["RLIMIT_NPROC"] += self.ahead + (self.tests is not None)
-                pid, pidns_error = self._fork(pidns)
-            if pid == 0:
-                try:
-                    fds = {0: stdin_fd, 1: pipes[0][1], 2: pipes[1][1]}
-                    self._child(workdir, fds, pipes[2][1], limits, probe, pidns_error, program,
-                                os.path.join(workdir, PROGRAM))
-                finally:
-                    os._exit(127)
+            elif probe:
+                pid = self._fork_probe(workdir, stdin_fd, pipes, limits)
+            else:  # its process waits, isolated, for the run's descriptors
+                pid = self._send_run(channel[0], [stdin_fd, *(w for _, w in pipes)])
             if peer and not self.ahead:
-                self._ask_peers(kind)  # the next jobs', made while this one runs
+                self._ask_peers(kind, plain=False)  # the next jobs', made while this one runs
             for fd in channel:  # the peer's end is its process's alone: a process that ends closes the channel
                 os.close(fd)
             channel = ()
@@ -293,13 +304,36 @@ class Executor:
                 runner.close_quietly(fd)
             self.leftover = workdir  # removed by cleanup(), after the reply has gone out
 
+    def _fork_probe(self, workdir: str, stdin_fd: int, pipes: list, limits: dict) -> int:
+        """The probe's program, forked by this worker (as PID 1 of a new PID namespace): its pid."""
+        pid, pidns_error = self._fork(True)
+        if pid == 0:
+            try:
+                fds = {0: stdin_fd, 1: pipes[0][1], 2: pipes[1][1]}
+                self._child(workdir, fds, pipes[2][1], limits, True, pidns_error, None, os.path.join(workdir, PROGRAM))
+            finally:
+                os._exit(127)
+        return pid
+
+    def _send_run(self, channel: int, fds: list[int]) -> int:
+        """Start a plain run: its process (see runner.run_when_sent) gets `fds` over its channel."""
+        sock = socket.socket(fileno=channel)
+        try:
+            socket.send_fds(sock, [b"run"], fds)
+        finally:
+            sock.detach()
+        return self.peer["pid"]
+
     def _kind(self, peer: str, limits: dict) -> str:
-        """A peer's code and limits as the seed's request, made once for a run of jobs of one kind:
-        escaping the code for each job cost more than comparing it with the last job's."""
-        last_peer, last_limits, kind = self.last_kind
-        if peer != last_peer or limits != last_limits:
-            kind = json.dumps({"peer": peer, "limits": limits})
-            self.last_kind = (peer, limits, kind)
+        """The seed's request for a job's process: a peer's code and the limits, or for a plain
+        run (no peer) the limits and how many processes of the uid run beside it (the tests'
+        process, if any). Made once for a run of jobs of one kind: escaping the code for each
+        job cost more than comparing it with the last job's."""
+        kept = 0 if peer else int(self.tests is not None)
+        last_peer, last_limits, last_kept, kind = self.last_kind
+        if peer != last_peer or limits != last_limits or kept != last_kept:
+            kind = json.dumps({"peer": peer, "limits": limits} if peer else {"limits": limits, "kept": kept})
+            self.last_kind = (peer, limits, kept, kind)
         return kind
 
     def _parts(self, source: str, path: str) -> tuple:
@@ -339,26 +373,31 @@ class Executor:
         if self.uid is not None:
             os.chown(path, self.uid, self.uid)
 
-    # ---- the seed: a clean process that forks the jobs' peers, each ahead of its job ------------
+    # ---- the seed: a clean process that forks the jobs' processes, each ahead of its job --------
 
     def _start_seed(self) -> None:
-        """Fork the seed now, before this worker has received any job: the peers it forks hold
-        nothing of any job but what their own socket brings."""
+        """Fork the seed now, before this worker has received any job: the processes it forks
+        (programs and peers) hold nothing of any job but what their own socket brings."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        exits, their_exits = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
             mine.close()
+            exits.close()
+            self.exits = their_exits
             try:
                 self._seed(theirs)
             finally:
                 os._exit(0)
         theirs.close()
-        self.seed = mine
+        their_exits.close()
+        self.seed, self.exits = mine, exits
 
     def _seed(self, sock: socket.socket) -> None:
-        """Per request (a peer's code and limits): fork PEERS_AHEAD such peers, each isolated and
-        waiting on its end of a new channel, in a directory of its own; answer each with its pid,
-        the channel's other end and its status pipe (where a layer that failed is written)."""
+        """Per request (see _kind: a peer's code and limits, or a plain run's limits): fork
+        PEERS_AHEAD such peers (PLAIN_AHEAD plain runs' processes), each isolated and waiting on
+        its end of a new channel, in a directory of its own; answer each with its pid, the
+        channel's other end and its status pipe (where a layer that failed is written)."""
         layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with its worker
         self.pid = os.getpid()  # the parent its peers check for
         for sig in _RESET_SIGNALS:  # once here, not in each peer
@@ -374,16 +413,17 @@ class Executor:
             os.dup2(null, target)
         os.close(null)
         self._restrict_seed()
-        made, path = itertools.count(), os.path.join(self.rundir, "peer.py")
+        made = itertools.count()
         while message := sock.recv(1 << 20):
             request = json.loads(message)
-            prepared = self._prepared(request["peer"], path)
-            limits = runner.parse_limits(request["limits"])
-            limits["rlimits"]["RLIMIT_NPROC"] += KEPT_PROCESSES
+            plain = "peer" not in request
+            path = os.path.join(self.rundir, PROGRAM if plain else "peer.py")
+            prepared = None if plain else self._prepared(request["peer"], path)
+            limits = self._peer_limits(request, plain)
             # Every peer's directory and descriptors first, then the forks back to back: each fork
             # makes the seed's memory copy-on-write again, and the seed's Python between two forks
             # would copy a few hundred pages.
-            peers = [self._peer_parts(next(made)) for _ in range(PEERS_AHEAD)]
+            peers = [self._peer_parts(next(made)) for _ in range(PLAIN_AHEAD if plain else PEERS_AHEAD)]
             for peer in peers:
                 if "error" not in peer:
                     self._fork_peer(peer, prepared, limits, path)
@@ -392,6 +432,22 @@ class Executor:
                 socket.send_fds(sock, [json.dumps(peer).encode()], [fds[1], fds[2], fds[4]] if peer.get("pid") else [])
                 for fd in [*fds, *([] if ruleset is None else [ruleset])]:
                     os.close(fd)
+
+    @staticmethod
+    def _peer_limits(request: dict, plain: bool) -> dict:
+        """The limits a requested process is isolated under. RLIMIT_NPROC counts every process of
+        the uid, so it is raised by those its worker keeps beside it. A plain run's process
+        receives its run's descriptors after its isolation: its descriptor limit leaves room for
+        them until it lowers it to the one asked for (runner.run_when_sent)."""
+        limits = runner.parse_limits(request["limits"])
+        rlimits = limits["rlimits"]
+        if plain:
+            rlimits["RLIMIT_NPROC"] += request["kept"]
+            limits["open_files"] = rlimits["RLIMIT_NOFILE"]
+            rlimits["RLIMIT_NOFILE"] = max(rlimits["RLIMIT_NOFILE"], PEER_FD + 1 + runner.SENT_FDS)
+        else:
+            rlimits["RLIMIT_NPROC"] += KEPT_PROCESSES
+        return limits
 
     def _peer_parts(self, number: int) -> dict:
         """A peer's directory, channel ends and status pipe (r, w), or why they could not be made
@@ -433,9 +489,10 @@ class Executor:
             return
         if pid == 0:
             try:  # 0-2: the seed's /dev/null
-                code, module, streams = prepared
+                code, module, streams = prepared or (None, None, ())
                 self._child(peer["dir"], {PEER_FD: fds[0]}, fds[3], limits, False, pidns_error, code, path,
-                            module=module, streams=streams, ruleset=peer.get("ruleset"))
+                            role="plain" if prepared is None else "run", module=module, streams=streams,
+                            ruleset=peer.get("ruleset"))
             finally:
                 os._exit(127)
         # The worker ends it by this pidfd, not by its pid: the seed reaps a peer as soon as it ends,
@@ -446,6 +503,8 @@ class Executor:
             peer["pid"] = pid
         except OSError as exc:  # out of descriptors: the peer gets EOF once its channel is closed, and ends
             peer.update(pid=0, error=f"no descriptor for the program's process: {exc}")
+        if prepared is None:
+            self.plain_pids.add(pid)
         self.peer_pids.add(pid)
         self._reap()  # it may have ended already, with its SIGCHLD handled before it was in peer_pids
 
@@ -463,31 +522,41 @@ class Executor:
 
     def _reap(self) -> None:
         """Reap the peers that have ended, of those in `peer_pids` only: one forked but without its
-        pidfd yet stays a zombie until it is in the set."""
+        pidfd yet stays a zombie until it is in the set. A plain run's process is reported to
+        the worker, which is not its parent and so can learn how it ended from no one else."""
         for pid in list(self.peer_pids):
             try:
-                if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                    continue
-            except ChildProcessError:
-                pass
+                done, wstatus, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:  # reaped already, by this handler run within another
+                self.peer_pids.discard(pid)
+                continue
+            if not done:
+                continue
             self.peer_pids.discard(pid)
+            if pid in self.plain_pids:
+                self.plain_pids.discard(pid)
+                try:  # never blocks the seed: a report that does not fit makes that run infra
+                    self.exits.send(REPORT.pack(pid, wstatus, usage.ru_utime + usage.ru_stime), socket.MSG_DONTWAIT)
+                except OSError:
+                    pass
 
-    def _ask_peers(self, kind: str) -> None:
-        """Ask the seed for PEERS_AHEAD peers of this kind (its code and limits), taken by `_take_peer`."""
+    def _ask_peers(self, kind: str, plain: bool) -> None:
+        """Ask the seed for PEERS_AHEAD peers (PLAIN_AHEAD plain runs' processes) of this kind,
+        taken by `_take_peer`."""
         try:
             self.seed.send(kind.encode())
         except OSError:
             os._exit(70)  # the seed is gone: the pool replaces this worker (a new seed needs a clean one)
-        self.asked, self.ahead = kind, PEERS_AHEAD
+        self.asked, self.asked_plain, self.ahead = kind, plain, PLAIN_AHEAD if plain else PEERS_AHEAD
 
-    def _take_peer(self, kind: str, workdir: str) -> int:
-        """The job's peer, made ahead when the last job's was of the same kind: its directory
-        becomes the run's (renamed: its Landlock rule holds the directory, not the name); returns
-        the tests' end of its channel."""
+    def _take_peer(self, kind: str, workdir: str, plain: bool) -> int:
+        """The job's process (`plain`: the program's; else its peer), made ahead when the last
+        job's was of the same kind: its directory becomes the run's (renamed: its Landlock rule
+        holds the directory, not the name); returns the worker's end of its channel."""
         if self.ahead and self.asked != kind:  # made for other code or limits
             self._drop_peers()
         if not self.ahead:
-            self._ask_peers(kind)
+            self._ask_peers(kind, plain)
         self.ahead -= 1
         channel = self._receive_peer()
         os.rename(self.peer["dir"], workdir)
@@ -547,7 +616,7 @@ class Executor:
                 try:
                     mine.close()
                     self._child(self.runs, {0: None, 1: None, 2: None, CONTROL_FD: theirs.fileno()}, status_w,
-                                limits, False, pidns_error, kind[0], os.path.join(self.rundir, PROGRAM), serve=True)
+                                limits, False, pidns_error, kind[0], os.path.join(self.rundir, PROGRAM), role="serve")
                 finally:
                     os._exit(127)
             self.tests = {"pid": pid, "control": mine, "kind": kind, "cpu": cpu, "runs": 0}
@@ -592,6 +661,10 @@ class Executor:
             pass
 
     def cleanup(self) -> None:
+        """After each reply: the next plain run's process is asked for (see PLAIN_AHEAD), then
+        the run's files are removed."""
+        if self.asked_plain and not self.ahead:
+            self._ask_peers(self.asked, plain=True)
         if self.leftover:
             shutil.rmtree(self.leftover, ignore_errors=True)
             self.leftover = ""
@@ -612,14 +685,15 @@ class Executor:
         return pid, error
 
     def _child(self, workdir: str, fds: dict, status_w: int, limits: dict, probe: bool, pidns_error: str, program,
-               path: str, serve: bool = False, module=None, streams: tuple = (), ruleset: int | None = None) -> None:
-        """In a forked child: a run's program, or (forked by the seed) a peer waiting for its job.
-        `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer, then
-        `program` (compiled; None: the file at `path`) as `python path` would run it (a peer's in
-        the `module` and with the `streams` the seed prepared), once; or (`serve`, the tests'
-        process) `program` is the jobs' `_parts`, whose definitions run here once, under every
-        layer, and whose last statement runs for each job its worker sends. `ruleset`: its
-        Landlock layer, made by the seed."""
+               path: str, role: str = "run", module=None, streams: tuple = (), ruleset: int | None = None) -> None:
+        """In a forked child: the probe's program, or (forked by the seed) a process waiting for
+        its job. `fds`: its descriptors, target -> fd (None: /dev/null); then every per-run layer,
+        then by `role`: "run", `program` (compiled; None: the file at `path`) as `python path`
+        would run it (a peer's in the `module` and with the `streams` the seed prepared), once;
+        "plain", the file at `path` once its run's descriptors come (runner.run_when_sent);
+        "serve" (the tests' process), `program` is the jobs' `_parts`, whose definitions run here
+        once, under every layer, and whose last statement runs for each job its worker sends.
+        `ruleset`: its Landlock layer, made by the seed."""
         status_w = fcntl.fcntl(status_w, fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         if probe:
             os.write(status_w, f"setup pid_namespace {pidns_error}\n".encode())
@@ -639,12 +713,15 @@ class Executor:
         # namespace the parent reads as 0 either way; there the replacement's uid sweep acts.
         if os.getppid() not in (self.pid, 0):
             os._exit(1)
-        if serve:
+        if role == "serve":
             program, module = self._defined(program, path)
         os.write(status_w, b"ready\n")
         os.close(status_w)
-        os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched, module) if serve else
-                 runner.run_main(path, program, module=module, streams=streams))
+        if role == "serve":
+            os._exit(runner.serve_runs(CONTROL_FD, path, program, self.watched, module))
+        if role == "plain":
+            os._exit(runner.run_when_sent(PEER_FD, path, limits["open_files"]))
+        os._exit(runner.run_main(path, program, module=module, streams=streams))
 
     def _isolate(self, workdir: str, limits: dict, status_w: int, probe: bool, ruleset: int | None = None) -> bool:
         """This process's per-run layers; False (written to `status_w`) when a required one failed."""
@@ -695,37 +772,21 @@ class Executor:
             os.set_blocking(fd, False)
         for fd in (out_fd, err_fd):
             runner.grow_pipe(fd, cap + 1)
-        deadline = started + limits["wall_s"]
-        pidfd = os.pidfd_open(pid)
+        # A plain run's process is the seed's child: its pidfd came from the seed, and so will its end.
+        plain = self.peer is not None and self.peer["pid"] == pid
+        pidfd = self.peer["pidfd"] if plain else os.pidfd_open(pid)
         waits = [pidfd, self.tests["control"]] if self.tests is not None and self.tests["pid"] == pid else [pidfd]
-        killed = None
         try:
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    killed = killed or "timeout"
-                    self._kill(pid)
-                    break
-                exited = bool(select.select(waits, [], [], min(deadline - now, POLL_S))[0])
-                if self._drain(bufs, out_fd, err_fd, cap) and killed is None:
-                    killed = "output_limit"
-                    self._kill(pid)
-                    break
-                if exited:
-                    break
-            cpu = limits["rlimits"]["RLIMIT_CPU"][0]
-            code = self._tests_reply() if len(waits) > 1 and killed is None else None
-            if code is not None:  # a run of the tests' process, which goes on
-                wstatus, used = code << 8, 0.0
-            else:
-                if len(waits) > 1:  # the tests' process ended (or was killed): reaped here
-                    cpu, self.tests = self.tests["cpu"], None
-                    waits[1].close()
-                _, wstatus, usage = os.wait4(pid, 0)
-                used = usage.ru_utime + usage.ru_stime
+            killed = self._watch(pid, waits, bufs, (out_fd, err_fd), cap, started + limits["wall_s"])
+            ended = self._ended(pid, waits, killed, limits, plain)
         finally:
-            os.close(pidfd)
+            if not plain:
+                os.close(pidfd)
             self._end_peer()
+        if ended is None:
+            return runner.result("infra", detail="the seed did not report how the program's process ended",
+                                 started=started)
+        wstatus, used, cpu = ended
         if killed is None and used >= cpu:
             # Init of a PID namespace ignores SIGXCPU: the hard limit's SIGKILL ends it instead.
             killed = "cpu"
@@ -733,6 +794,52 @@ class Executor:
         if "pid_namespace" not in self.per_run and self.uid is not None:
             self._sweep_uid()  # nothing else would catch a setsid + double-fork daemon
         return runner.verdict(bufs[out_fd], bufs[err_fd], bufs[status_fd], killed, wstatus, limits, started, probe)
+
+    def _watch(self, pid: int, waits: list, bufs: dict, outputs: tuple[int, int], cap: int,
+               deadline: float) -> str | None:
+        """Until the program ends (or the tests' process answers), drain its output at each
+        slice; kill it at the deadline or past the cap. Why it was killed, or None."""
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                self._kill(pid, waits[0])
+                return "timeout"
+            exited = bool(select.select(waits, [], [], min(deadline - now, POLL_S))[0])
+            if self._drain(bufs, *outputs, cap):
+                self._kill(pid, waits[0])
+                return "output_limit"
+            if exited:
+                return None
+
+    def _ended(self, pid: int, waits: list, killed: str | None, limits: dict, plain: bool) -> tuple | None:
+        """(wait status, CPU seconds used, CPU limit) of the run that ended; None when a plain
+        run's end was not reported."""
+        cpu = limits["rlimits"]["RLIMIT_CPU"][0]
+        code = self._tests_reply() if len(waits) > 1 and killed is None else None
+        if code is not None:  # a run of the tests' process, which goes on
+            return code << 8, 0.0, cpu
+        if len(waits) > 1:  # the tests' process ended (or was killed): reaped here
+            cpu, self.tests = self.tests["cpu"], None
+            waits[1].close()
+        if plain:
+            reported = self._reported_end(pid)
+            return None if reported is None else (*reported, cpu)
+        _, wstatus, usage = os.wait4(pid, 0)
+        return wstatus, usage.ru_utime + usage.ru_stime, cpu
+
+    def _reported_end(self, pid: int) -> tuple[int, float] | None:
+        """The wait status and CPU seconds of the plain run's process `pid`, which has ended, as
+        the seed reports them once it has reaped it (reports of processes dropped unused are
+        skipped); None when none comes in time or the seed is gone."""
+        deadline = time.monotonic() + REPORT_WAIT_S
+        while select.select([self.exits], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            report = self.exits.recv(REPORT.size)
+            if len(report) != REPORT.size:
+                return None
+            ended, wstatus, used = REPORT.unpack(report)
+            if ended == pid:
+                return wstatus, used
+        return None
 
     @staticmethod
     def _drain(bufs: dict, out_fd: int, err_fd: int, cap: int) -> bool:
@@ -785,15 +892,22 @@ class Executor:
         if os.path.lexists(peer["dir"]):  # not taken by a run
             shutil.rmtree(peer["dir"], ignore_errors=True)
 
-    def _kill(self, pid: int) -> None:
-        """Kill the program and everything it started.
-        With the PID namespace, killing its init (the program) kills every process in it."""
-        for target in (pid, -pid):
-            try:
-                os.kill(target, signal.SIGKILL)
-            except OSError:
-                pass
-        if "pid_namespace" not in self.per_run and self.uid is not None:
+    def _kill(self, pid: int, pidfd: int) -> None:
+        """Kill the program and everything it started: by its pidfd, as the seed may have reaped
+        it and its pid name another process. With the PID namespace, killing its init (the
+        program) kills every process in it; without, its process group goes too (a group's id
+        stays taken while a member lives) and, with a uid of its own, every process of that uid."""
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+        if "pid_namespace" in self.per_run:
+            return
+        try:
+            os.kill(-pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if self.uid is not None:
             self._sweep_uid()
 
 

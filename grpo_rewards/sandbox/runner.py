@@ -16,6 +16,7 @@ import io
 import operator
 import os
 import random
+import resource
 import signal
 import _signal
 import socket
@@ -205,6 +206,33 @@ def exit_code(value) -> int:
     except BaseException:  # noqa: BLE001
         pass
     return 1
+
+
+SENT_FDS = 4  # what the worker sends a plain run's process: its stdin, stdout, stderr and status pipe
+
+
+def run_when_sent(channel: int, path: str, open_files: int) -> int:
+    """A plain run's process (no peer), made ahead of its run by the seed: wait on `channel` for
+    the run's stdin, stdout, stderr and status pipe, put the first three on 0-2, keep nothing else
+    open and say "ready"; then run the program at `path` as `python main.py` would. Its
+    descriptor limit, raised by the seed so that they could arrive, is lowered to `open_files`."""
+    sock = socket.socket(fileno=channel)
+    try:
+        message, fds, _, _ = socket.recv_fds(sock, 16, SENT_FDS)
+    except OSError:
+        message, fds = b"", []
+    sock.detach()
+    if not message or len(fds) != SENT_FDS:
+        return 0  # not taken: its worker dropped it
+    status = fds[3]
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    os.closerange(3, status)
+    os.closerange(status + 1, 1 << 16)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+    os.write(status, b"ready\n")
+    os.close(status)
+    return run_main(path)
 
 
 # ---- the long-lived tests' process of jobs with a peer -------------------------------------
