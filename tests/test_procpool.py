@@ -68,6 +68,29 @@ def test_pipelined_chunks_behind_a_killed_worker_run_on_its_replacement():
         pool.close()
 
 
+def test_a_worker_that_ends_in_the_work_after_a_reply_charges_no_task_it_had_not_started():
+    # The chunk sent behind (pipelined) and the next task of the same chunk had not started when
+    # the worker ended after its reply: the first runs on the replacement, the second is not_run.
+    pool = _pool(pipeline=2, after="_procpool_tasks:end_if_asked")
+    try:
+        results = pool.map([["end_after_reply()"], ["6 * 7"], ["end_after_reply()", "1"], ["2"]], 5)
+        assert [[(r.status, r.value) for r in chunk] for chunk in results] == [
+            [("ok", "asked")], [("ok", 42)], [("ok", "asked"), ("not_run", None)], [("ok", 2)]]
+        assert pool.restarts == 2
+    finally:
+        pool.close()
+
+
+def test_a_worker_that_never_starts_a_chunk_ends_each_with_an_answer():
+    pool = _pool(pipeline=2, worker_init="_procpool_tasks:end_at_once")
+    try:
+        results = pool.map([["1"], ["2"]], 5)
+        assert [chunk[0].status for chunk in results] == ["unavailable", "unavailable"]
+        assert "before starting it" in results[0][0].detail
+    finally:
+        pool.close()
+
+
 def test_work_after_each_reply_runs_once_per_task():
     pool = _pool(after="_procpool_tasks:count_reply")
     try:

@@ -11,7 +11,9 @@ never hit a recycled pid. `map(chunks, timeout_s)` runs chunks (lists of tasks o
 order); a task past its limit is interrupted inside the worker when the pool allows it, and its
 worker is killed and replaced (the same slot, the pool keeps its size) when that does not stop it.
 The tasks of a chunk behind one whose worker was killed or died come back as `not_run`; chunks
-queued behind it on that worker never started and run elsewhere. `map` is thread-safe (one batch
+queued behind it on that worker never started and run elsewhere, as does a chunk the worker had
+not started yet when it died (in the work after a reply, say): a task is charged with its
+worker's death only once the worker has said it started it. `map` is thread-safe (one batch
 at a time) and works from any thread.
 """
 
@@ -41,6 +43,9 @@ from grpo_rewards.procpool.zygote import CONTROL_BUF, decode_frames, encode_fram
 KILL_GRACE_S = 0.5
 # How long a dispatched chunk may wait for its worker to start it.
 START_ALLOWANCE_S = 10.0
+# How often a chunk goes back to the queue because its worker ended before starting it; then
+# it is `unavailable` (a worker that can never start a chunk must not make the batch loop).
+START_TRIES = 3
 # How long the zygote may take to fork a worker, and to stop.
 FORK_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
@@ -236,6 +241,7 @@ class _Worker:
     buf: bytearray = field(default_factory=bytearray)
     inflight: deque[int] = field(default_factory=deque)  # chunk indices sent, the running one first
     tasks: list[int] = field(default_factory=list)  # task indices of the running chunk still to report
+    started: bool = False  # whether it said it started the first of those (only then is a death that task's)
     deadline: float = 0.0
 
     @property
@@ -471,6 +477,7 @@ class _Batch:
         self.limits: list[float] = []
         self.results: list[list[TaskResult | None]] = []
         self.queue: deque[int] = deque()  # taken from the source (or sent back by a lost worker), not sent
+        self.unstarted: dict[int, int] = {}  # chunk -> how often its worker ended before starting it
         self.running = 0  # chunks sent and not finished
         self.exhausted = False
         self.failure: BaseException | None = None  # raised by the source: re-raised once the sent chunks are in
@@ -532,6 +539,7 @@ class _Batch:
     def _arm(self, w: _Worker, i: int) -> None:
         """Chunk `i` is next on `w`: until the worker says it started, its socket or the machine may be slow."""
         w.tasks = list(range(len(self.chunks[i])))
+        w.started = False
         w.deadline = time.monotonic() + self.limits[i] + KILL_GRACE_S + self.pool.start_allowance_s
 
     def _wait_and_collect(self) -> None:
@@ -557,8 +565,11 @@ class _Batch:
         chunk = w.inflight[0]
         w.deadline = time.monotonic() + self.limits[chunk] + KILL_GRACE_S
         if msg[0] == "start":
+            w.started = True
             return
         self.results[chunk][w.tasks.pop(0)] = TaskResult(*msg)
+        # The next task starts at once, or (with work after each reply) when the worker says so.
+        w.started = bool(w.tasks) and not self.pool.program.after
         if not w.tasks:
             w.inflight.popleft()
             self.running -= 1
@@ -573,11 +584,25 @@ class _Batch:
                 self._worker_lost(w, f"killed after {self.limits[w.inflight[0]]:g} s", status="timeout")
 
     def _worker_lost(self, w: _Worker, detail: str, status: str = "died") -> None:
-        """The running chunk's current task gets `status`, the rest of it stays not_run; the chunks
-        sent behind it never started and go back to the queue."""
+        """The running chunk's current task gets `status` if the worker had started it, and the
+        rest of the chunk stays not_run; a chunk it had not started yet is no task's doing (the
+        worker may have died in the work after the last reply) and goes back to the queue, as do
+        the chunks sent behind it."""
         if w.inflight:
-            self.results[w.inflight.popleft()][w.tasks[0]] = TaskResult(status, None, detail)
+            head = w.inflight.popleft()
             self.running -= 1 + len(w.inflight)
             self.queue.extendleft(reversed(w.inflight))
             w.inflight.clear()
+            if w.started:
+                self.results[head][w.tasks[0]] = TaskResult(status, None, detail)
+            elif len(w.tasks) == len(self.chunks[head]):
+                self._requeue_unstarted(head, detail)
         self.pool._replace(w)
+
+    def _requeue_unstarted(self, i: int, detail: str) -> None:
+        tries = self.unstarted[i] = self.unstarted.get(i, 0) + 1
+        if tries < START_TRIES:
+            self.queue.appendleft(i)
+            return
+        why = f"its worker ended {tries} times before starting it: {detail}"
+        self.results[i][0] = TaskResult("unavailable", None, why)

@@ -285,8 +285,9 @@ def _serve(fd: int, func: Callable[[Any], Any], after: Callable[[], Any] | None,
         if header is None:
             return  # the pool closed the socket or died
         tasks, limit = pickle.loads(read_exact(fd, HEADER.unpack(header)[0]) or b"")
-        write_all(fd, encode_frame(("start", None, "")))  # the clock of the first task starts now
-        for task in tasks:
+        for n, task in enumerate(tasks):
+            if n == 0 or after:  # its clock starts now; and a death in after() is no later task's
+                write_all(fd, encode_frame(("start", None, "")))
             write_all(fd, encode_frame(("unavailable", None, failure) if failure else _run_one(func, task, limit)))
             if after:
                 after()  # work the caller need not wait for (the sandbox removes the run's files)

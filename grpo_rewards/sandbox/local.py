@@ -45,7 +45,7 @@ LAYERS = {
     "drop_caps": "as non-root in a user namespace: programs hold no capabilities in it",
     "net_namespace": "no network at all (not even 127.0.0.1); the worker's own IPC and UTS namespaces",
     "mount_namespace": "mounts below are private to the sandbox",
-    "private_tmp": "/tmp, /var/tmp and /dev/shm are empty size-capped tmpfs: the host's temp files are unseen",
+    "private_tmp": "/tmp, /var/tmp and /dev/shm are empty size- and inode-capped tmpfs: the host's temp files are unseen",
     "hidden_home": "directories the sandbox uid cannot enter (root's home) are replaced by empty ones",
     "pid_namespace": "each run is its own PID namespace: killing its init kills daemons and forks too",
     "rlimits": "address space, CPU seconds, processes, file size, open files, no core dumps (hard limits)",
@@ -219,7 +219,7 @@ def _exec_result(outcome: TaskResult) -> ExecResult:
     detail = {
         "died": "the sandbox worker died twice running this program",
         "timeout": "the sandbox worker stopped answering",
-        "unavailable": f"no sandbox worker could be started {outcome.detail}".strip(),
+        "unavailable": f"no sandbox worker could run this program: {outcome.detail}",
     }.get(outcome.status, f"sandbox worker: {outcome.status} {outcome.detail}".strip())
     return ExecResult("error" if outcome.status == "died" else "infra", detail=detail)
 
