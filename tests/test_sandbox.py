@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from contextlib import closing
 from dataclasses import replace
@@ -14,7 +16,7 @@ import pytest
 from sandbox_helpers import IS_ROOT, SAFE, assert_nothing_left, running, zygotes_alive
 
 from grpo_rewards.registry import get_registry
-from grpo_rewards.sandbox import check
+from grpo_rewards.sandbox import check, runner
 from grpo_rewards.sandbox.base import Job, Limits
 from grpo_rewards.sandbox.local import LAYERS, LocalSandbox
 
@@ -121,6 +123,53 @@ def test_cpu_limit_is_a_timeout(sandbox):
 
 
 @pytest.mark.timeout(60)
+def _leave_a_tree(top: str, outside: str) -> None:
+    """3000 levels (past a recursive walk's limit and PATH_MAX), with unreadable directories,
+    fifos and symlinks out of it along the way."""
+    here = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(top)
+        for i in range(3000):
+            os.mkdir("d")
+            if i % 500 == 0:
+                os.mkdir("locked")
+                open("locked/f", "w").close()
+                os.chmod("locked", 0)
+                os.symlink(outside, "out")
+                os.mkfifo("fifo")
+            os.chdir("d")
+    finally:
+        os.fchdir(here)
+        os.close(here)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="makes the tree also as another user, who cannot override modes")
+def test_a_run_directory_is_removed_whatever_its_shape():
+    outside = tempfile.mkdtemp()
+    open(os.path.join(outside, "kept"), "w").close()
+    parent = tempfile.mkdtemp()
+    os.chown(parent, 65534, 65534)
+    try:
+        os.mkdir(os.path.join(parent, "root"))
+        _leave_a_tree(os.path.join(parent, "root"), outside)
+        runner.remove_tree(os.path.join(parent, "root"))
+        pid = os.fork()
+        if pid == 0:  # as a user without capabilities: unreadable directories stop rm too
+            try:
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                os.mkdir(os.path.join(parent, "user"))
+                _leave_a_tree(os.path.join(parent, "user"), outside)
+                runner.remove_tree(os.path.join(parent, "user"))
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.listdir(parent) == [] and os.listdir(outside) == ["kept"]
+    finally:
+        shutil.rmtree(outside)
+        subprocess.run(["rm", "-rf", parent], check=True)
+
+
 def test_run_many_is_parallel_and_in_order(sandbox):
     jobs = [Job(f"import time; time.sleep(0.4); print({i})", "", SAFE) for i in range(6)]
     start = time.monotonic()

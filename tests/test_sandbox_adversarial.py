@@ -266,6 +266,41 @@ def test_no_ipc_object_or_file_watch_can_be_made(run):
     r = run(code)
     assert r.status == "ok" and "MADE" not in r.stdout and r.stdout.count("refused") == 6, r.stdout
 
+# A tree too deep for a recursive removal, with directories made unreadable, fifos and
+# symlinks to / along the way.
+DEEP_TREE = ("import os\nfor i in range(3000):\n    os.mkdir('d')\n    if i % 500 == 0:\n"
+             "        os.mkdir('locked')\n        open('locked/f', 'w').close()\n        os.chmod('locked', 0)\n"
+             "        os.symlink('/', 'root')\n        os.mkfifo('fifo')\n    os.chdir('d')\nprint('deep')")
+
+
+def test_trees_no_recursive_removal_can_take_charge_no_other_sample():
+    """Their directories go after each reply whatever their shape (not following the symlinks),
+    the worker lives on, and the honest programs queued behind them on it pass in a fresh one."""
+    jobs = [Job(DEEP_TREE, "", SAFE)] * 3 + [Job("print('honest')", "", SAFE),
+                                             Job("import os\nprint(os.listdir('.'))", "", SAFE)]
+    with closing(LocalSandbox(workers=1)) as sb:
+        runs = sb.run_many(jobs)
+        assert [(r.status, r.stdout) for r in runs] == [("ok", "deep\n")] * 3 + [("ok", "honest\n"),
+                                                                                 ("ok", "['main.py']\n")]
+        assert sb.restarts == 0
+        assert_nothing_left(sb)
+    assert (REPO / "pyproject.toml").exists()
+
+
+def test_a_program_cannot_make_more_files_than_its_scratch_space_has_pages():
+    """The private /tmp holds one file or directory per 4 KiB of its size, so that what a run
+    leaves is removed in bounded time."""
+    code = ("n = 0\ntry:\n    for n in range(5000):\n        open(str(n), 'w').close()\nexcept OSError as exc:\n"
+            "    print(n, exc.strerror)\nelse:\n    print('all')")
+    with closing(LocalSandbox(workers=1, scratch_mb=8)) as sb:
+        if sb.layers()["private_tmp"] != "":
+            pytest.skip("no private /tmp on this host")
+        full, after = sb.run_many([Job(code, "", SAFE), Job("print('next')", "", SAFE)])
+    made, _, why = full.stdout.partition(" ")
+    assert full.status == "ok" and why == "No space left on device\n" and int(made) < 8 * 256, full.stdout
+    assert after.stdout == "next\n"
+
+
 # Reads this process's whole memory without /proc (Landlock hides it): write() of an address
 # into a pipe copies what is mapped there and answers EFAULT where nothing is, so no read faults.
 # The C heap is walked down from its end; the mappings of the arenas and libraries around every

@@ -8,9 +8,9 @@ a training process costs >100 ms. The zygote imports `PRELOAD` once (`preload`);
 forks becomes one executor (`start`, with its slot's uid) and runs jobs (`run_task`).
 
 Per worker, once: private network, IPC and UTS namespaces (no network at all), a private mount
-namespace with size-capped empty tmpfs on /tmp, /var/tmp and /dev/shm, and an empty tmpfs over
-every directory that the sandbox uid cannot traverse (root's home, which holds this Python)
-with only the Python installation bound back read-only.
+namespace with size- and inode-capped empty tmpfs on /tmp, /var/tmp and /dev/shm, and an empty
+tmpfs over every directory that the sandbox uid cannot traverse (root's home, which holds this
+Python) with only the Python installation bound back read-only.
 Per execution: a process forked by the *seed* (a child this worker forks before it receives any
 job, so that no ancestor of a program's process ever held another job's text, input or output)
 as PID 1 of a new PID namespace, so that killing it kills everything it started (daemons too).
@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import select
-import shutil
 import signal
 import _signal
 import socket
@@ -71,6 +70,10 @@ SEED_COMPILED_KEEP = 8  # programs kept compiled (the same few for every run: on
 # Handlers a run must not inherit from its worker.
 _RESET_SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)
 POLL_S = 0.05  # output pipes are drained this often while a program runs
+# Files and directories a private tmpfs holds, per MB of its size: one per 4 KiB page, as many as
+# could each hold a page. Without a limit a program could make millions of empty ones, and
+# removing its directory after the reply (runner.remove_tree) would take as long.
+INODES_PER_MB = 256
 EXIT_DRAIN_S = 0.5  # after the program exits, how long its leftover children may keep its pipes open
 
 
@@ -155,8 +158,9 @@ class Executor:
             return False
 
     def _private_tmp(self) -> None:
-        """Empty size-capped tmpfs over /tmp, /var/tmp and /dev/shm (in our mount namespace only):
-        scratch space is bounded, and what the host keeps there is neither seen nor touched.
+        """Empty size- and inode-capped tmpfs over /tmp, /var/tmp and /dev/shm (in our mount
+        namespace only): scratch space is bounded, and what the host keeps there is neither seen
+        nor touched.
 
         A Python installation under a temp dir (a clone or venv in /tmp) is bound back read-only:
         each such directory is opened before the tmpfs covers it and re-mounted from that fd."""
@@ -168,8 +172,9 @@ class Executor:
             for path in runner.TMP_DIRS:
                 if os.path.isdir(path):
                     mode = "0711" if path == "/tmp" else "1777"
+                    mb = self.scratch_mb if path == "/tmp" else 16
                     layers.mount("tmpfs", path, "tmpfs", layers.MS_NOSUID | layers.MS_NODEV,
-                                 f"size={self.scratch_mb if path == '/tmp' else 16}m,mode={mode}")
+                                 f"size={mb}m,nr_inodes={mb * INODES_PER_MB},mode={mode}")
             for path, fd in kept:
                 os.makedirs(path, mode=0o755, exist_ok=True)
                 layers.mount(f"/proc/self/fd/{fd}", path, None, layers.MS_BIND | layers.MS_REC)
@@ -256,7 +261,7 @@ class Executor:
         try:
             workdir = self.rundir
             if os.path.lexists(workdir):  # a cleanup that did not happen
-                shutil.rmtree(workdir)
+                runner.remove_tree(workdir)
             program = None
             if peer:  # the code of a job with a peer is the caller's, the same for many runs: compiled once here
                 program = self._parts(job["code"], os.path.join(workdir, PROGRAM))
@@ -661,13 +666,13 @@ class Executor:
             pass
 
     def cleanup(self) -> None:
-        """After each reply: the next plain run's process is asked for (see PLAIN_AHEAD), then
-        the run's files are removed."""
+        """After each reply: the run's files are removed, then (its directory needs room there)
+        the next plain run's process is asked for (see PLAIN_AHEAD)."""
+        if self.leftover:
+            runner.remove_tree(self.leftover)
+            self.leftover = ""
         if self.asked_plain and not self.ahead:
             self._ask_peers(self.asked, plain=True)
-        if self.leftover:
-            shutil.rmtree(self.leftover, ignore_errors=True)
-            self.leftover = ""
 
     def _fork(self, pidns: bool) -> tuple[int, str]:
         """Fork the program; with the layer, as PID 1 of a new PID namespace. unshare(CLONE_NEWPID)
@@ -890,7 +895,7 @@ class Executor:
             pass
         os.close(peer["pidfd"])
         if os.path.lexists(peer["dir"]):  # not taken by a run
-            shutil.rmtree(peer["dir"], ignore_errors=True)
+            runner.remove_tree(peer["dir"])
 
     def _kill(self, pid: int, pidfd: int) -> None:
         """Kill the program and everything it started: by its pidfd, as the seed may have reaped

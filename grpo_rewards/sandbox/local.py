@@ -45,7 +45,8 @@ LAYERS = {
     "drop_caps": "as non-root in a user namespace: programs hold no capabilities in it",
     "net_namespace": "no network at all (not even 127.0.0.1); the worker's own IPC and UTS namespaces",
     "mount_namespace": "mounts below are private to the sandbox",
-    "private_tmp": "/tmp, /var/tmp and /dev/shm are empty size- and inode-capped tmpfs: the host's temp files are unseen",
+    "private_tmp": "/tmp, /var/tmp and /dev/shm are empty tmpfs, capped in size and file count: the host's temp "
+                   "files are unseen",
     "hidden_home": "directories the sandbox uid cannot enter (root's home) are replaced by empty ones",
     "pid_namespace": "each run is its own PID namespace: killing its init kills daemons and forks too",
     "rlimits": "address space, CPU seconds, processes, file size, open files, no core dumps (hard limits)",
