@@ -127,21 +127,21 @@ def call_suite(fn_name: str, cases: list[tuple[list, Any]]) -> AssertSuite:
     items = []
     for args, expected in cases:
         call = f"{fn_name}({', '.join(_short_repr(a) for a in args)})"
-        items.append(TestItem("test", f"_grpo_call({fn_name!r}, {_literal(args)}, {_literal(expected)}, {call!r})",
-                              _label(call)))
+        source = f"_grpo_call({fn_name!r}, {_as_literal_source(args)}, {_as_literal_source(expected)}, {call!r})"
+        items.append(TestItem("test", source, _label(call)))
     return AssertSuite("", items, program_names=(fn_name, "Solution"))
 
 
-def _literal(value: Any) -> str:
+def _as_literal_source(value: Any) -> str:
     """A dataset's value (decoded JSON) as source made of literals only. Not repr: it writes an
     infinite float as the name `inf`, which the tests' side would take from the program."""
     if type(value) is float and not math.isfinite(value):
         return "(1e999 - 1e999)" if math.isnan(value) else "1e999" if value > 0 else "-1e999"
     if type(value) in (list, tuple):
-        inner = ", ".join(map(_literal, value))
+        inner = ", ".join(map(_as_literal_source, value))
         return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
     if type(value) is dict:
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_as_literal_source(k)}: {_as_literal_source(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
